@@ -1,0 +1,48 @@
+#include "rdma/fabric.h"
+
+#include "absl/strings/str_cat.h"
+#include "rdma/soft/soft_nic.h"
+#include "rdma/verbs/verbs_fabric.h"
+
+namespace rdma {
+
+absl::StatusOr<FabricKind> ParseFabricKind(absl::string_view s) {
+  if (s == "soft") return FabricKind::kSoft;
+  if (s == "verbs") return FabricKind::kVerbs;
+  if (s == "auto") return FabricKind::kAuto;
+  return absl::InvalidArgumentError(absl::StrCat("unknown fabric '", s, "' (expected soft, verbs or auto)"));
+}
+
+absl::string_view FabricKindName(FabricKind k) {
+  switch (k) {
+    case FabricKind::kSoft: return "soft";
+    case FabricKind::kVerbs: return "verbs";
+    case FabricKind::kAuto: return "auto";
+  }
+  return "?";
+}
+
+absl::string_view AtomicScopeName(DeviceCaps::AtomicScope s) {
+  switch (s) {
+    case DeviceCaps::AtomicScope::kNone: return "none";
+    case DeviceCaps::AtomicScope::kHca: return "HCA (NIC atomics are not atomic with CPU atomics)";
+    case DeviceCaps::AtomicScope::kGlobal: return "global";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<Fabric>> OpenFabric(const FabricOptions& options) {
+  switch (options.kind) {
+    case FabricKind::kSoft:
+      return std::unique_ptr<Fabric>(new soft::SoftFabric(soft::SoftDeviceOptions{options.soft_latency}));
+    case FabricKind::kVerbs:
+      return verbs::OpenVerbsFabric(options);
+    case FabricKind::kAuto: {
+      if (verbs::AnyVerbsDevice()) return verbs::OpenVerbsFabric(options);
+      return std::unique_ptr<Fabric>(new soft::SoftFabric(soft::SoftDeviceOptions{options.soft_latency}));
+    }
+  }
+  return absl::InvalidArgumentError("bad fabric kind");
+}
+
+}  // namespace rdma

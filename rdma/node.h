@@ -1,0 +1,103 @@
+#ifndef RDMA_NODE_H_
+#define RDMA_NODE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "rdma/device.h"
+#include "rdma/remote_ptr.h"
+
+namespace rdma {
+
+// Where a node's registered arena lives, as its peers must know it.
+struct ArenaInfo {
+  NodeId node = 0;
+  uint64_t base = 0;
+  uint64_t length = 0;
+  uint32_t rkey = 0;
+};
+
+struct NodeOptions {
+  size_t arena_bytes = size_t{64} << 20;
+  // Completion queue depth of the responder side.
+  int responder_cq_depth = 1024;
+};
+
+// One machine in the cluster: a device, one registered arena that holds all of
+// this node's shared structure memory, and the responder ends of the RC QPs
+// that other threads connect to it.
+//
+// The arena is registered with local write, remote read, remote write and
+// remote atomic: it is where locks and structures live, and each word in it
+// has exactly one RMW domain (see locks/rmw_word.h). Allocation is
+// deterministic (same sequence of calls -> same offsets on every node), which
+// lets separate processes agree on addresses without exchanging them.
+//
+// Thread-safe.
+class Node {
+ public:
+  static absl::StatusOr<std::unique_ptr<Node>> Create(NodeId id, std::unique_ptr<Device> device,
+                                                      const NodeOptions& options = {});
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  NodeId id() const { return id_; }
+  Device& device() { return *device_; }
+  const MemoryRegion& arena() const { return *arena_mr_; }
+  ArenaInfo arena_info() const;
+
+  // Zero-filled memory in the arena. ResourceExhausted when the arena is full
+  // (say how big it is and how to raise it). `align` must be a power of two.
+  absl::StatusOr<RemotePtr> Allocate(size_t bytes, size_t align = 64);
+  // Returns memory to a per-size free list for reuse by Allocate.
+  void Free(RemotePtr p, size_t bytes);
+  // Offset of `p` from the arena base; p must be on this node.
+  uint64_t OffsetOf(RemotePtr p) const { return p.address() - arena_info().base; }
+
+  // Creates a responder QP connected to `initiator` and returns its endpoint.
+  // This is what a peer's connection request reaches, in-process or via TCP.
+  absl::StatusOr<QpEndpoint> AcceptConnection(const QpEndpoint& initiator);
+
+  // Stops serving: responder QPs are destroyed and new connections refused
+  // (Unavailable). Structures check this to fail cleanly after shutdown.
+  void Shutdown();
+  bool is_shut_down() const { return shut_down_.load(std::memory_order_acquire); }
+
+ private:
+  Node(NodeId id, std::unique_ptr<Device> device);
+
+  const NodeId id_;
+  std::unique_ptr<Device> device_;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::unique_ptr<MemoryRegion> arena_mr_;
+  std::unique_ptr<CompletionQueue> responder_cq_;
+  std::atomic<bool> shut_down_{false};
+
+  absl::Mutex mu_;
+  size_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<size_t, std::vector<uint64_t>> free_lists_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<QueuePair>> responder_qps_ ABSL_GUARDED_BY(mu_);
+};
+
+// How a session reaches the other nodes: turns a connection request into the
+// responder's endpoint, and tells where each node's arena is. The in-process
+// Cluster implements it by calling Node directly; a multi-process deployment
+// implements it over an out-of-band TCP exchange.
+class Connector {
+ public:
+  virtual ~Connector() = default;
+  virtual int num_nodes() const = 0;
+  virtual absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) = 0;
+  virtual absl::StatusOr<ArenaInfo> Arena(NodeId node) const = 0;
+};
+
+}  // namespace rdma
+
+#endif  // RDMA_NODE_H_

@@ -1,0 +1,353 @@
+#include "rdma/session.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace rdma {
+
+// ---------------------------------------------------------------- Batch
+
+Batch::Batch(Session& session, NodeId target) : session_(session), target_(target) {
+  if (session_.batch_open_) {
+    error_ = absl::FailedPreconditionError("another Batch is open on this Session");
+  } else if (target >= session_.qps_.size()) {
+    error_ = absl::InvalidArgumentError(
+        absl::StrCat("node ", target, " out of range (cluster has ", session_.qps_.size(), " nodes)"));
+  } else {
+    session_.batch_open_ = true;
+    owns_session_ = true;
+  }
+}
+
+Batch::~Batch() {
+  if (owns_session_) session_.batch_open_ = false;
+}
+
+absl::StatusOr<uint32_t> Batch::RemoteKey(RemotePtr p, size_t len) {
+  if (!error_.ok()) return error_;
+  if (p.node() != target_) {
+    error_ = absl::InvalidArgumentError(absl::StrCat("batch to node ", target_, " got a pointer on node ", p.node()));
+    return error_;
+  }
+  auto rkey = session_.RkeyFor(p, len);
+  if (!rkey.ok()) error_ = rkey.status();
+  return rkey;
+}
+
+absl::Status Batch::Prepare(size_t len, size_t* scratch_offset) {
+  if (!error_.ok()) return error_;
+  if (len == 0 || len > UINT32_MAX) {
+    return error_ = absl::InvalidArgumentError(absl::StrCat("transfer length ", len, " out of range"));
+  }
+  const size_t offset = (scratch_used_ + 7) & ~size_t{7};
+  if (offset + len > session_.options_.scratch_bytes) {
+    return error_ = absl::ResourceExhaustedError(
+               absl::StrCat("batch needs more than the session's ", session_.options_.scratch_bytes,
+                            "-byte scratch buffer; raise SessionOptions::scratch_bytes"));
+  }
+  scratch_used_ = offset + len;
+  *scratch_offset = offset;
+  return absl::OkStatus();
+}
+
+namespace {
+WorkRequest MakeWr(Opcode op, uint64_t remote, uint32_t rkey, void* local, uint32_t lkey, size_t len) {
+  WorkRequest wr;
+  wr.opcode = op;
+  wr.remote_addr = remote;
+  wr.rkey = rkey;
+  wr.local = local;
+  wr.lkey = lkey;
+  wr.length = static_cast<uint32_t>(len);
+  return wr;
+}
+}  // namespace
+
+Batch& Batch::Read(RemotePtr src, void* dst, size_t len) {
+  size_t off;
+  if (!Prepare(len, &off).ok()) return *this;
+  auto rkey = RemoteKey(src, len);
+  if (!rkey.ok()) return *this;
+  char* local = session_.scratch_storage_.data() + off;
+  WorkRequest wr = MakeWr(Opcode::kRead, src.address(), *rkey, local, session_.scratch_mr_->lkey(), len);
+  wr.fence = std::exchange(fence_next_, false);
+  wrs_.push_back(wr);
+  copybacks_.push_back({dst, off, len});
+  return *this;
+}
+
+Batch& Batch::Write(RemotePtr dst, const void* src, size_t len) {
+  if (!error_.ok()) return *this;
+  auto rkey = RemoteKey(dst, len);
+  if (!rkey.ok()) return *this;
+  WorkRequest wr;
+  if (len > 0 && len <= session_.self_.device().caps().max_inline_data &&
+      len <= QpOptions{}.max_inline_data) {
+    wr = MakeWr(Opcode::kWrite, dst.address(), *rkey, const_cast<void*>(src), 0, len);
+    wr.inline_data = true;
+  } else {
+    size_t off;
+    if (!Prepare(len, &off).ok()) return *this;
+    char* local = session_.scratch_storage_.data() + off;
+    std::memcpy(local, src, len);
+    wr = MakeWr(Opcode::kWrite, dst.address(), *rkey, local, session_.scratch_mr_->lkey(), len);
+  }
+  wr.fence = std::exchange(fence_next_, false);
+  wrs_.push_back(wr);
+  return *this;
+}
+
+Batch& Batch::CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired, uint64_t* old_out) {
+  size_t off;
+  if (!Prepare(8, &off).ok()) return *this;
+  auto rkey = RemoteKey(word, 8);
+  if (!rkey.ok()) return *this;
+  char* local = session_.scratch_storage_.data() + off;
+  WorkRequest wr = MakeWr(Opcode::kCompareSwap, word.address(), *rkey, local, session_.scratch_mr_->lkey(), 8);
+  wr.compare_add = expected;
+  wr.swap = desired;
+  wr.fence = std::exchange(fence_next_, false);
+  wrs_.push_back(wr);
+  copybacks_.push_back({old_out, off, 8});
+  return *this;
+}
+
+Batch& Batch::FetchAndAdd(RemotePtr word, uint64_t add, uint64_t* old_out) {
+  size_t off;
+  if (!Prepare(8, &off).ok()) return *this;
+  auto rkey = RemoteKey(word, 8);
+  if (!rkey.ok()) return *this;
+  char* local = session_.scratch_storage_.data() + off;
+  WorkRequest wr = MakeWr(Opcode::kFetchAdd, word.address(), *rkey, local, session_.scratch_mr_->lkey(), 8);
+  wr.compare_add = add;
+  wr.fence = std::exchange(fence_next_, false);
+  wrs_.push_back(wr);
+  copybacks_.push_back({old_out, off, 8});
+  return *this;
+}
+
+Batch& Batch::Fence() {
+  fence_next_ = true;
+  return *this;
+}
+
+absl::Status Batch::Execute() {
+  if (!error_.ok()) return error_;
+  if (wrs_.empty()) return absl::OkStatus();
+  absl::Status s = session_.Post(target_, wrs_, /*wait=*/true);
+  if (!s.ok()) return s;
+  for (const Copyback& c : copybacks_) {
+    if (c.dst != nullptr) std::memcpy(c.dst, session_.scratch_storage_.data() + c.scratch_offset, c.len);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Batch::PostWithoutWaiting() {
+  if (!error_.ok()) return error_;
+  for (const WorkRequest& wr : wrs_) {
+    if (wr.opcode != Opcode::kWrite || !wr.inline_data) {
+      return absl::InvalidArgumentError(
+          "PostWithoutWaiting allows only inline WRITEs; use Execute for READs, atomics and large WRITEs");
+    }
+  }
+  if (wrs_.empty()) return absl::OkStatus();
+  return session_.Post(target_, wrs_, /*wait=*/false);
+}
+
+// ---------------------------------------------------------------- Session
+
+Session::Session(Node& self, Connector& peers, const SessionOptions& options)
+    : self_(self), peers_(peers), options_(options) {}
+
+Session::~Session() {
+  // Let in-flight WRs finish before their buffers and QPs go away.
+  (void)Drain();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& peers,
+                                                         const SessionOptions& options) {
+  if (self.is_shut_down()) return absl::UnavailableError(absl::StrCat("node ", self.id(), " is shut down"));
+  if (options.scratch_bytes < 64 || options.max_send_wr == 0) {
+    return absl::InvalidArgumentError("SessionOptions: scratch_bytes >= 64 and max_send_wr > 0 required");
+  }
+  std::unique_ptr<Session> s(new Session(self, peers, options));
+  auto cq = self.device().CreateCompletionQueue(static_cast<int>(options.max_send_wr) * 2);
+  if (!cq.ok()) return cq.status();
+  s->cq_ = std::move(*cq);
+  s->scratch_storage_.assign(options.scratch_bytes, 0);
+  auto mr = self.device().RegisterMemory(s->scratch_storage_.data(), options.scratch_bytes, kLocalWrite);
+  if (!mr.ok()) return mr.status();
+  s->scratch_mr_ = std::move(*mr);
+  s->qps_.resize(peers.num_nodes());
+  for (int n = 0; n < peers.num_nodes(); ++n) {
+    auto arena = peers.Arena(static_cast<NodeId>(n));
+    if (!arena.ok()) return arena.status();
+    s->qps_[n].arena = *arena;
+    if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) return st;
+  }
+  BindThisThreadToNode(self.id());
+  return s;
+}
+
+absl::Status Session::ConnectTo(NodeId node) {
+  QpOptions qo;
+  qo.max_send_wr = options_.max_send_wr;
+  auto qp = self_.device().CreateQueuePair(cq_.get(), qo);
+  if (!qp.ok()) return qp.status();
+  QpEndpoint mine = (*qp)->endpoint();
+  mine.node = self_.id();
+  auto theirs = peers_.Connect(node, mine);
+  if (!theirs.ok()) {
+    return absl::Status(theirs.status().code(),
+                        absl::StrCat("connecting node ", self_.id(), " -> node ", node, ": ",
+                                     theirs.status().message()));
+  }
+  if (absl::Status s = (*qp)->Connect(*theirs); !s.ok()) return s;
+  PeerQp& p = qps_[node];
+  p.qp = std::move(*qp);
+  p.last_completed = p.last_posted;
+  p.inflight.clear();
+  p.inflight_wrs = 0;
+  p.deferred_error = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status Session::Reconnect(NodeId node) {
+  if (node >= qps_.size()) return absl::InvalidArgumentError(absl::StrCat("no node ", node));
+  if (qps_[node].qp) (void)qps_[node].qp->Reset();
+  // Discard completions of the old QP (flushes) before its number is reused.
+  Completion buf[16];
+  while (cq_->Poll(absl::MakeSpan(buf)) > 0) {
+  }
+  qps_[node].qp.reset();
+  return ConnectTo(node);
+}
+
+absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
+  if (p.node() >= qps_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("remote pointer ", absl::StrCat(p.raw()), " names node ", p.node(), " but the cluster has ",
+                     qps_.size(), " nodes"));
+  }
+  const ArenaInfo& a = qps_[p.node()].arena;
+  if (p.address() < a.base || len > a.length || p.address() - a.base > a.length - len) {
+    return absl::OutOfRangeError(absl::StrCat("[0x", absl::Hex(p.address()), ", +", len,
+                                              ") is outside node ", p.node(), "'s registered arena"));
+  }
+  return a.rkey;
+}
+
+absl::Status Session::Post(NodeId target, std::vector<WorkRequest>& wrs, bool wait) {
+  PeerQp& p = qps_[target];
+  if (!p.deferred_error.ok()) return std::exchange(p.deferred_error, absl::OkStatus());
+  if (wrs.size() > options_.max_send_wr) {
+    return absl::InvalidArgumentError(absl::StrCat("chain of ", wrs.size(), " WRs exceeds the send queue (",
+                                                   options_.max_send_wr, ")"));
+  }
+  // Make room in the send queue: slots free only when a signaled WR completes.
+  while (p.inflight_wrs + wrs.size() > options_.max_send_wr) {
+    if (absl::Status s = WaitFor(target, p.inflight.front().first); !s.ok()) return s;
+  }
+  OpCounters& counters = ThisThreadCounters();
+  for (WorkRequest& wr : wrs) {
+    wr.wr_id = next_wr_id_++;
+    wr.signaled = false;
+    counters.bytes += wr.length;
+  }
+  wrs.back().signaled = true;
+  const uint64_t last = wrs.back().wr_id;
+  if (absl::Status s = p.qp->Post(wrs); !s.ok()) return s;
+  counters.nic_ops += wrs.size();
+  counters.doorbells += 1;
+  p.last_posted = last;
+  p.inflight.emplace_back(last, wrs.size());
+  p.inflight_wrs += wrs.size();
+  if (!wait) return absl::OkStatus();
+  counters.round_trips += 1;
+  return WaitFor(target, last);
+}
+
+absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
+  PeerQp& target_qp = qps_[target];
+  const auto deadline = std::chrono::steady_clock::now() + options_.completion_timeout;
+  absl::Status first_error;
+  while (target_qp.last_completed < wr_id) {
+    Completion buf[16];
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds::zero()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no completion within ", absl::FormatDuration(absl::FromChrono(options_.completion_timeout)),
+          " on the QP from node ", self_.id(), " to node ", target, "; the NIC or the peer is stalled"));
+    }
+    int n = cq_->Wait(absl::MakeSpan(buf), options_.poll_mode, left);
+    for (int i = 0; i < n; ++i) {
+      const Completion& c = buf[i];
+      for (size_t node = 0; node < qps_.size(); ++node) {
+        PeerQp& p = qps_[node];
+        if (!p.qp || p.qp->qp_num() != c.qp_num) continue;
+        if (c.status != CompletionStatus::kSuccess) {
+          absl::Status err = CompletionToStatus(c);
+          if (node == target) {
+            if (first_error.ok()) first_error = err;
+          } else if (p.deferred_error.ok()) {
+            p.deferred_error = err;
+          }
+        }
+        if (c.wr_id > p.last_completed) p.last_completed = c.wr_id;
+        while (!p.inflight.empty() && p.inflight.front().first <= p.last_completed) {
+          p.inflight_wrs -= p.inflight.front().second;
+          p.inflight.pop_front();
+        }
+      }
+    }
+  }
+  if (first_error.ok() && !target_qp.deferred_error.ok()) {
+    first_error = std::exchange(target_qp.deferred_error, absl::OkStatus());
+  }
+  return first_error;
+}
+
+absl::Status Session::Drain() {
+  absl::Status result;
+  for (size_t n = 0; n < qps_.size(); ++n) {
+    if (!qps_[n].qp) continue;
+    absl::Status s = WaitFor(static_cast<NodeId>(n), qps_[n].last_posted);
+    if (result.ok()) result = s;
+  }
+  return result;
+}
+
+absl::Status Session::Read(RemotePtr src, void* dst, size_t len) {
+  return Batch(*this, src.node()).Read(src, dst, len).Execute();
+}
+
+absl::Status Session::Write(RemotePtr dst, const void* src, size_t len) {
+  return Batch(*this, dst.node()).Write(dst, src, len).Execute();
+}
+
+absl::StatusOr<uint64_t> Session::Read64(RemotePtr src) {
+  uint64_t v = 0;
+  if (absl::Status s = Read(src, &v, 8); !s.ok()) return s;
+  return v;
+}
+
+absl::Status Session::Write64(RemotePtr dst, uint64_t value) { return Write(dst, &value, 8); }
+
+absl::StatusOr<uint64_t> Session::CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired) {
+  uint64_t old = 0;
+  if (absl::Status s = Batch(*this, word.node()).CompareAndSwap(word, expected, desired, &old).Execute();
+      !s.ok()) {
+    return s;
+  }
+  return old;
+}
+
+absl::StatusOr<uint64_t> Session::FetchAndAdd(RemotePtr word, uint64_t add) {
+  uint64_t old = 0;
+  if (absl::Status s = Batch(*this, word.node()).FetchAndAdd(word, add, &old).Execute(); !s.ok()) return s;
+  return old;
+}
+
+}  // namespace rdma

@@ -1,0 +1,141 @@
+#ifndef RDMA_SESSION_H_
+#define RDMA_SESSION_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rdma/device.h"
+#include "rdma/node.h"
+#include "rdma/op_counters.h"
+#include "rdma/remote_ptr.h"
+
+namespace rdma {
+
+struct SessionOptions {
+  PollMode poll_mode = PollMode::kBusy;
+  // Longest wait for one completion before the op fails with DeadlineExceeded
+  // (the QP is then treated as broken). Never an unbounded hang.
+  std::chrono::nanoseconds completion_timeout = std::chrono::seconds(10);
+  // Registered bounce buffer for READ results and non-inline WRITE payloads.
+  size_t scratch_bytes = size_t{1} << 20;
+  uint32_t max_send_wr = 256;
+};
+
+class Session;
+
+// A chain of work requests to one node, posted with one doorbell. Only the
+// last WR is signaled (selective signaling); small WRITEs go inline. Results
+// of Read/CompareAndSwap/FetchAndAdd are written to the caller's pointers when
+// Execute returns OK. A Batch borrows its Session: one at a time per session.
+class Batch {
+ public:
+  Batch(Session& session, NodeId target);
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  Batch& Read(RemotePtr src, void* dst, size_t len);
+  Batch& Write(RemotePtr dst, const void* src, size_t len);
+  Batch& Write64(RemotePtr dst, uint64_t value) { return Write(dst, &value, sizeof value); }
+  Batch& CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired, uint64_t* old_out);
+  Batch& FetchAndAdd(RemotePtr word, uint64_t add, uint64_t* old_out);
+  // The next WR does not start before earlier READs/atomics completed.
+  Batch& Fence();
+
+  size_t size() const { return wrs_.size(); }
+
+  // Posts the chain (one doorbell) and waits for the last WR (one round trip).
+  // On error, says which WR failed; the QP is then in error (Reconnect).
+  absl::Status Execute();
+  // Posts the chain (one doorbell) without waiting. Only inline WRITEs are
+  // allowed, since nothing else may be touched until completion. An error
+  // surfaces on the session's next wait on this node (or Drain).
+  absl::Status PostWithoutWaiting();
+
+ private:
+  friend class Session;
+  struct Copyback {
+    void* dst;
+    size_t scratch_offset;
+    size_t len;
+  };
+  absl::Status Prepare(size_t len, size_t* scratch_offset);
+  absl::StatusOr<uint32_t> RemoteKey(RemotePtr p, size_t len);
+
+  Session& session_;
+  NodeId target_;
+  std::vector<WorkRequest> wrs_;
+  std::vector<Copyback> copybacks_;
+  size_t scratch_used_ = 0;
+  bool fence_next_ = false;
+  bool owns_session_ = false;
+  absl::Status error_;  // first error from building the chain
+};
+
+// One thread's handle on the cluster: a CQ, one RC QP to every node (the QP to
+// its own node is the loopback QP), and a registered scratch buffer. All
+// one-sided verbs go through here, and every call updates the calling
+// thread's OpCounters. Not thread-safe: one Session per thread. Creating a
+// session binds the calling thread to `self` (see ThisThreadNode).
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Create(Node& self, Connector& peers,
+                                                         const SessionOptions& options = {});
+  ~Session();
+
+  NodeId self() const { return self_.id(); }
+  int num_nodes() const { return static_cast<int>(qps_.size()); }
+  const SessionOptions& options() const { return options_; }
+
+  // Single verbs: one WR, one doorbell, one round trip each.
+  absl::Status Read(RemotePtr src, void* dst, size_t len);
+  absl::Status Write(RemotePtr dst, const void* src, size_t len);
+  absl::StatusOr<uint64_t> Read64(RemotePtr src);
+  absl::Status Write64(RemotePtr dst, uint64_t value);
+  // NIC-domain atomics; return the old value. `word` must be 8-byte aligned.
+  absl::StatusOr<uint64_t> CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired);
+  absl::StatusOr<uint64_t> FetchAndAdd(RemotePtr word, uint64_t add);
+
+  // Waits until every WR posted so far (to any node) has completed.
+  absl::Status Drain();
+  // Resets the QP to `node` and connects it again (after an error).
+  absl::Status Reconnect(NodeId node);
+  QueuePair& queue_pair(NodeId node) { return *qps_[node].qp; }
+
+ private:
+  friend class Batch;
+  Session(Node& self, Connector& peers, const SessionOptions& options);
+  absl::Status ConnectTo(NodeId node);
+  absl::StatusOr<uint32_t> RkeyFor(RemotePtr p, size_t len) const;
+  absl::Status Post(NodeId target, std::vector<WorkRequest>& wrs, bool wait);
+  absl::Status WaitFor(NodeId target, uint64_t wr_id);
+
+  struct PeerQp {
+    std::unique_ptr<QueuePair> qp;
+    ArenaInfo arena;
+    uint64_t last_posted = 0;     // wr_id of the last signaled WR posted
+    uint64_t last_completed = 0;  // wr_id of the last signaled WR reaped
+    std::deque<std::pair<uint64_t, size_t>> inflight;  // (signaled wr_id, WRs in chain)
+    size_t inflight_wrs = 0;
+    absl::Status deferred_error;  // from a PostWithoutWaiting chain
+  };
+
+  Node& self_;
+  Connector& peers_;
+  SessionOptions options_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::vector<char> scratch_storage_;
+  std::unique_ptr<MemoryRegion> scratch_mr_;
+  std::vector<PeerQp> qps_;
+  uint64_t next_wr_id_ = 1;
+  bool batch_open_ = false;
+};
+
+}  // namespace rdma
+
+#endif  // RDMA_SESSION_H_

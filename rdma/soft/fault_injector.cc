@@ -1,0 +1,59 @@
+#include "rdma/soft/fault_injector.h"
+
+#include "absl/time/time.h"
+
+namespace rdma::soft {
+
+void FaultInjector::FailNthOperation(uint64_t n) { fail_countdown_.store(n, std::memory_order_release); }
+
+bool FaultInjector::ShouldFailNextOperation() {
+  uint64_t c = fail_countdown_.load(std::memory_order_acquire);
+  while (c != 0) {
+    if (fail_countdown_.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) return c == 1;
+  }
+  return false;
+}
+
+void FaultInjector::PauseNextAtomic() {
+  absl::MutexLock l(&mu_);
+  pause_armed_ = true;
+  paused_ = false;
+  resume_ = false;
+}
+
+bool FaultInjector::WaitUntilAtomicPaused(std::chrono::milliseconds timeout) {
+  absl::MutexLock l(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&paused_), absl::FromChrono(timeout));
+}
+
+void FaultInjector::ResumeAtomic() {
+  absl::MutexLock l(&mu_);
+  resume_ = true;
+}
+
+void FaultInjector::MaybePauseAtomic() {
+  absl::MutexLock l(&mu_);
+  if (!pause_armed_) return;
+  pause_armed_ = false;
+  paused_ = true;
+  mu_.Await(absl::Condition(&resume_));
+  paused_ = false;
+  resume_ = false;
+}
+
+void FaultInjector::SetCopyHook(std::function<void(uint64_t)> hook) {
+  absl::MutexLock l(&mu_);
+  has_copy_hook_.store(static_cast<bool>(hook), std::memory_order_release);
+  copy_hook_ = std::move(hook);
+}
+
+void FaultInjector::OnCopiedWord(uint64_t index) {
+  std::function<void(uint64_t)> hook;
+  {
+    absl::MutexLock l(&mu_);
+    hook = copy_hook_;
+  }
+  if (hook) hook(index);
+}
+
+}  // namespace rdma::soft

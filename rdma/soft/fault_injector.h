@@ -1,0 +1,53 @@
+#ifndef RDMA_SOFT_FAULT_INJECTOR_H_
+#define RDMA_SOFT_FAULT_INJECTOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "absl/synchronization/mutex.h"
+
+namespace rdma::soft {
+
+// Deterministic fault hooks of one soft NIC. Thread-safe. Hooks that concern
+// "operations" count WRs this NIC initiates; hooks that concern "atomics" and
+// "copies" apply to operations this NIC executes as the target (responder),
+// since that is where the memory is touched.
+class FaultInjector {
+ public:
+  // The n-th operation initiated from now on (1-based) completes with
+  // kRemoteOperationError and moves its QP to the error state. 0 disarms.
+  void FailNthOperation(uint64_t n);
+
+  // The next NIC atomic that targets this NIC stops after reading the old
+  // value and before writing the new one, until ResumeAtomic(). This opens
+  // the window in which a CPU atomic on the same word is lost (DESIGN §3).
+  void PauseNextAtomic();
+  // Blocks until an armed atomic has paused; false on timeout.
+  bool WaitUntilAtomicPaused(std::chrono::milliseconds timeout);
+  void ResumeAtomic();
+
+  // Called with the word index after each 8-byte word a READ or WRITE copies
+  // to or from this NIC's memory. Lets a test change memory mid-transfer.
+  void SetCopyHook(std::function<void(uint64_t word_index)> hook);
+
+  // Internal: used by the NIC engine.
+  bool ShouldFailNextOperation();
+  void MaybePauseAtomic();
+  bool has_copy_hook() const { return has_copy_hook_.load(std::memory_order_acquire); }
+  void OnCopiedWord(uint64_t index);
+
+ private:
+  std::atomic<uint64_t> fail_countdown_{0};
+  absl::Mutex mu_;
+  bool pause_armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool resume_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> has_copy_hook_{false};
+  std::function<void(uint64_t)> copy_hook_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rdma::soft
+
+#endif  // RDMA_SOFT_FAULT_INJECTOR_H_

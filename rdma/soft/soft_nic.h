@@ -1,0 +1,139 @@
+#ifndef RDMA_SOFT_SOFT_NIC_H_
+#define RDMA_SOFT_SOFT_NIC_H_
+
+// The in-process software RNIC: a faithful test double for a verbs device
+// (DESIGN §5). Several nodes live in one process, each with its own SoftDevice;
+// all devices opened from one SoftFabric share a simulated network.
+//
+// Faithfulness contract:
+//  * WRs execute asynchronously, strictly in order per QP, on a NIC engine
+//    thread per device. A thread polling its CQ may lend its CPU to that
+//    engine (it executes pending WRs of its own QPs first); this changes who
+//    runs the NIC, never what it does or in which order.
+//  * rkey/lkey, bounds and access flags are checked; a violation completes
+//    with an error, moves the QP to the error state and flushes later WRs.
+//  * NIC atomics serialize only among NIC atomics on the target device (a
+//    striped NIC-side lock around read-compute-write); they are NOT atomic
+//    with CPU atomics on the same word.
+//  * READ/WRITE move memory 8 bytes at a time (single-copy atomic per aligned
+//    word, like PCIe), so multi-word transfers can tear.
+//  * Fences are honoured trivially: execution per QP is already sequential.
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "rdma/device.h"
+#include "rdma/fabric.h"
+#include "rdma/soft/fault_injector.h"
+
+namespace rdma::soft {
+
+class SoftDevice;
+class SoftCompletionQueue;
+struct QpCore;
+
+// Shared by all devices of one fabric: QP numbers and device liveness.
+class SoftNetwork {
+ public:
+  uint32_t RegisterQp(std::shared_ptr<QpCore> qp);
+  void UnregisterQp(uint32_t qp_num);
+  std::shared_ptr<QpCore> FindQp(uint32_t qp_num);
+
+ private:
+  absl::Mutex mu_;
+  uint32_t next_qp_num_ ABSL_GUARDED_BY(mu_) = 0x100;
+  absl::flat_hash_map<uint32_t, std::weak_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
+};
+
+struct SoftDeviceOptions {
+  std::chrono::nanoseconds latency{0};  // added to every operation
+};
+
+class SoftDevice final : public Device {
+ public:
+  SoftDevice(NodeId node, std::shared_ptr<SoftNetwork> network, const SoftDeviceOptions& options);
+  ~SoftDevice() override;
+
+  std::string name() const override;
+  const DeviceCaps& caps() const override { return caps_; }
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                               uint32_t access) override;
+  absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCompletionQueue(int depth) override;
+  absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(CompletionQueue* send_cq,
+                                                             const QpOptions& options) override;
+
+  NodeId node() const { return node_; }
+  FaultInjector& faults() { return faults_; }
+  void SetLatency(std::chrono::nanoseconds latency) { latency_ns_.store(latency.count()); }
+
+  // Simulates the node dying: every QP of this device goes to the error
+  // state (outstanding WRs flushed) and every operation aimed at it fails
+  // with kRetryExceeded, as an RC transport timeout would.
+  void Kill();
+  bool is_dead() const { return dead_.load(std::memory_order_acquire); }
+
+  // --- NIC internals (used by the engine and by QPs/CQs of this device).
+  struct RegionInfo {
+    uintptr_t base = 0;
+    size_t length = 0;
+    uint32_t access = 0;
+  };
+  bool FindRegion(uint32_t key, RegionInfo* out);
+  void DeregisterRegion(uint32_t key);
+  void AttachQp(const std::shared_ptr<QpCore>& qp);
+  void DetachQp(QpCore* qp);
+  void Doorbell();
+  void AddNotifyWaiter(int delta);
+  std::mutex& AtomicStripe(uint64_t addr) { return atomic_stripes_[(addr >> 3) % kAtomicStripes]; }
+  std::chrono::nanoseconds latency() const { return std::chrono::nanoseconds(latency_ns_.load()); }
+  SoftNetwork& network() { return *network_; }
+
+ private:
+  void EngineLoop();
+
+  static constexpr size_t kAtomicStripes = 1024;
+  const NodeId node_;
+  std::shared_ptr<SoftNetwork> network_;
+  DeviceCaps caps_;
+  std::atomic<int64_t> latency_ns_;
+  std::atomic<bool> dead_{false};
+  std::atomic<int> notify_waiters_{0};
+  FaultInjector faults_;
+  std::mutex atomic_stripes_[kAtomicStripes];
+
+  absl::Mutex regions_mu_;
+  uint32_t next_key_ ABSL_GUARDED_BY(regions_mu_) = 0x1000;
+  absl::flat_hash_map<uint32_t, RegionInfo> regions_ ABSL_GUARDED_BY(regions_mu_);
+
+  absl::Mutex qps_mu_;
+  std::vector<std::weak_ptr<QpCore>> qps_ ABSL_GUARDED_BY(qps_mu_);
+
+  absl::Mutex engine_mu_;
+  bool engine_stop_ ABSL_GUARDED_BY(engine_mu_) = false;
+  bool engine_kick_ ABSL_GUARDED_BY(engine_mu_) = false;
+  std::thread engine_;
+};
+
+class SoftFabric final : public Fabric {
+ public:
+  explicit SoftFabric(const SoftDeviceOptions& options = {});
+  FabricKind kind() const override { return FabricKind::kSoft; }
+  absl::StatusOr<std::unique_ptr<Device>> OpenDevice(NodeId node) override;
+
+ private:
+  std::shared_ptr<SoftNetwork> network_;
+  SoftDeviceOptions options_;
+};
+
+// The SoftDevice behind `device`, or nullptr when it is another backend.
+SoftDevice* AsSoftDevice(Device& device);
+
+}  // namespace rdma::soft
+
+#endif  // RDMA_SOFT_SOFT_NIC_H_
