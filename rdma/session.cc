@@ -1,5 +1,6 @@
 #include "rdma/session.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -82,18 +83,14 @@ Batch& Batch::Write(RemotePtr dst, const void* src, size_t len) {
   if (!error_.ok()) return *this;
   auto rkey = RemoteKey(dst, len);
   if (!rkey.ok()) return *this;
-  WorkRequest wr;
-  if (len > 0 && len <= session_.self_.device().caps().max_inline_data &&
-      len <= QpOptions{}.max_inline_data) {
-    wr = MakeWr(Opcode::kWrite, dst.address(), *rkey, const_cast<void*>(src), 0, len);
-    wr.inline_data = true;
-  } else {
-    size_t off;
-    if (!Prepare(len, &off).ok()) return *this;
-    char* local = session_.scratch_storage_.data() + off;
-    std::memcpy(local, src, len);
-    wr = MakeWr(Opcode::kWrite, dst.address(), *rkey, local, session_.scratch_mr_->lkey(), len);
-  }
+  // The payload is staged in scratch now, so the caller's buffer may die
+  // before Execute. Small payloads go inline (the NIC copies them at post).
+  size_t off;
+  if (!Prepare(len, &off).ok()) return *this;
+  char* local = session_.scratch_storage_.data() + off;
+  std::memcpy(local, src, len);
+  WorkRequest wr = MakeWr(Opcode::kWrite, dst.address(), *rkey, local, session_.scratch_mr_->lkey(), len);
+  wr.inline_data = len <= session_.max_inline_;
   wr.fence = std::exchange(fence_next_, false);
   wrs_.push_back(wr);
   return *this;
@@ -173,6 +170,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
     return absl::InvalidArgumentError("SessionOptions: scratch_bytes >= 64 and max_send_wr > 0 required");
   }
   std::unique_ptr<Session> s(new Session(self, peers, options));
+  s->max_inline_ = std::min(self.device().caps().max_inline_data, QpOptions{}.max_inline_data);
   auto cq = self.device().CreateCompletionQueue(static_cast<int>(options.max_send_wr) * 2);
   if (!cq.ok()) return cq.status();
   s->cq_ = std::move(*cq);
@@ -194,6 +192,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
 absl::Status Session::ConnectTo(NodeId node) {
   QpOptions qo;
   qo.max_send_wr = options_.max_send_wr;
+  qo.max_inline_data = max_inline_;
   auto qp = self_.device().CreateQueuePair(cq_.get(), qo);
   if (!qp.ok()) return qp.status();
   QpEndpoint mine = (*qp)->endpoint();

@@ -133,6 +133,7 @@ class Session {
   std::unique_ptr<MemoryRegion> scratch_mr_;
   std::vector<PeerQp> qps_;
   uint64_t next_wr_id_ = 1;
+  uint32_t max_inline_ = 0;  // WRITEs up to this size go inline
   bool batch_open_ = false;
 };
 

@@ -1,0 +1,28 @@
+#include "tests/transport/backends.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
+namespace rdma::testing {
+
+std::vector<std::string> BackendsUnderTest() {
+  const char* env = std::getenv("RDMADS_FABRICS");
+  if (env == nullptr || *env == '\0') return {"soft"};
+  return absl::StrSplit(env, ',', absl::SkipEmpty());
+}
+
+std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes) {
+  ClusterOptions o;
+  o.num_nodes = nodes;
+  o.node.arena_bytes = arena_bytes;
+  auto kind = ParseFabricKind(backend);
+  EXPECT_TRUE(kind.ok()) << kind.status();
+  o.fabric.kind = kind.value_or(FabricKind::kSoft);
+  auto c = Cluster::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+}  // namespace rdma::testing

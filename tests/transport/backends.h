@@ -1,0 +1,20 @@
+#ifndef TESTS_TRANSPORT_BACKENDS_H_
+#define TESTS_TRANSPORT_BACKENDS_H_
+
+#include <string>
+#include <vector>
+
+#include "rdma/cluster.h"
+
+namespace rdma::testing {
+
+// Backends under test, from the env var RDMADS_FABRICS (comma-separated,
+// default "soft"). The Soft-RoCE guest run sets RDMADS_FABRICS=verbs.
+std::vector<std::string> BackendsUnderTest();
+
+// A cluster of `nodes` nodes on the named backend, with small arenas.
+std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes = 4 << 20);
+
+}  // namespace rdma::testing
+
+#endif  // TESTS_TRANSPORT_BACKENDS_H_
