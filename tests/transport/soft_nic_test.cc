@@ -1,1 +1,178 @@
+// Properties specific to the software RNIC: the hardware facts of DESIGN §3
+// that later let mutants be caught, and its fault hooks.
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rdma/cluster.h"
+#include "rdma/soft/soft_nic.h"
+
+namespace rdma {
+namespace {
+
+std::unique_ptr<Cluster> SoftCluster(int nodes) {
+  ClusterOptions o;
+  o.num_nodes = nodes;
+  o.node.arena_bytes = 4 << 20;
+  o.fabric.kind = FabricKind::kSoft;
+  auto c = Cluster::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+soft::SoftDevice& Soft(Cluster& c, NodeId n) { return *soft::AsSoftDevice(c.node(n).device()); }
+
+TEST(SoftNic, NicAtomicsAreNotAtomicWithCpuAtomics) {
+  // Pause the NIC inside an RDMA CAS (after its read, before its write), run
+  // a CPU CAS on the same word, resume: both "succeed" and one update is lost.
+  auto cluster = SoftCluster(2);
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  auto* cpu_view = reinterpret_cast<std::atomic<uint64_t>*>(word.local<uint64_t>());
+  Soft(*cluster, 0).faults().PauseNextAtomic();
+
+  uint64_t nic_old = ~uint64_t{0};
+  std::thread remote([&] {
+    auto s = cluster->NewSession(1);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->CompareAndSwap(word, 0, 100);  // RDMA CAS 0 -> 100
+    ASSERT_TRUE(r.ok());
+    nic_old = *r;
+  });
+  ASSERT_TRUE(Soft(*cluster, 0).faults().WaitUntilAtomicPaused(std::chrono::seconds(5)));
+  uint64_t expected = 0;
+  const bool cpu_won = cpu_view->compare_exchange_strong(expected, 7);  // CPU CAS 0 -> 7
+  Soft(*cluster, 0).faults().ResumeAtomic();
+  remote.join();
+
+  EXPECT_TRUE(cpu_won);
+  EXPECT_EQ(nic_old, 0u);  // the NIC CAS also saw 0 and "succeeded"
+  EXPECT_EQ(cpu_view->load(), 100u) << "the CPU's update was lost";
+}
+
+TEST(SoftNic, NicAtomicsAreAtomicAmongThemselvesEvenWhenPaused) {
+  auto cluster = SoftCluster(3);
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  Soft(*cluster, 0).faults().PauseNextAtomic();
+  std::thread first([&] {
+    auto s = cluster->NewSession(1);
+    ASSERT_TRUE((*s)->FetchAndAdd(word, 1).ok());
+  });
+  ASSERT_TRUE(Soft(*cluster, 0).faults().WaitUntilAtomicPaused(std::chrono::seconds(5)));
+  std::thread second([&] {
+    auto s = cluster->NewSession(2);
+    ASSERT_TRUE((*s)->FetchAndAdd(word, 10).ok());  // waits for the NIC-side lock
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Soft(*cluster, 0).faults().ResumeAtomic();
+  first.join();
+  second.join();
+  EXPECT_EQ(__atomic_load_n(word.local<uint64_t>(), __ATOMIC_ACQUIRE), 11u);
+}
+
+TEST(SoftNic, MultiWordReadTearsDeterministically) {
+  // A writer changes the source between the NIC's word copies.
+  auto cluster = SoftCluster(2);
+  RemotePtr buf = *cluster->node(0).Allocate(64);
+  auto* words = buf.local<uint64_t>();
+  for (int i = 0; i < 8; ++i) __atomic_store_n(words + i, 1, __ATOMIC_RELEASE);
+  Soft(*cluster, 0).faults().SetCopyHook([words](uint64_t index) {
+    if (index == 3) {
+      for (int i = 0; i < 8; ++i) __atomic_store_n(words + i, 2, __ATOMIC_RELEASE);
+    }
+  });
+  auto s = cluster->NewSession(1);
+  uint64_t got[8];
+  ASSERT_TRUE((*s)->Read(buf, got, 64).ok());
+  Soft(*cluster, 0).faults().SetCopyHook(nullptr);
+  for (int i = 0; i <= 3; ++i) EXPECT_EQ(got[i], 1u) << i;
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(got[i], 2u) << i;
+}
+
+TEST(SoftNic, MultiWordReadsTearWhenRacingAWriter) {
+  // No hook: a CPU writer racing RDMA READs of a 4 KiB block must eventually
+  // produce a READ whose words disagree. Each word is never torn itself.
+  auto cluster = SoftCluster(2);
+  constexpr int kWords = 512;
+  RemotePtr buf = *cluster->node(0).Allocate(kWords * 8);
+  auto* words = buf.local<uint64_t>();
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (uint64_t v = 1; !stop.load(std::memory_order_relaxed); v = v % 255 + 1) {
+      for (int i = 0; i < kWords; ++i) __atomic_store_n(words + i, v * 0x0101010101010101ull, __ATOMIC_RELEASE);
+    }
+  });
+  auto s = cluster->NewSession(1);
+  std::vector<uint64_t> got(kWords);
+  bool torn = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!torn && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE((*s)->Read(buf, got.data(), kWords * 8).ok());
+    for (int i = 0; i < kWords; ++i) {
+      ASSERT_EQ(got[i], (got[i] & 0xff) * 0x0101010101010101ull) << "a single word tore";
+      if (got[i] != got[0]) torn = true;
+    }
+  }
+  stop = true;
+  writer.join();
+  EXPECT_TRUE(torn) << "no torn multi-word READ observed in 20 s";
+}
+
+TEST(SoftNic, FailNthOperationFailsExactlyThatOperation) {
+  auto cluster = SoftCluster(2);
+  RemotePtr w = *cluster->node(1).Allocate(8);
+  auto s = cluster->NewSession(0);
+  Soft(*cluster, 0).faults().FailNthOperation(3);
+  EXPECT_TRUE((*s)->FetchAndAdd(w, 1).ok());
+  EXPECT_TRUE((*s)->FetchAndAdd(w, 1).ok());
+  absl::Status third = (*s)->FetchAndAdd(w, 1).status();
+  EXPECT_EQ(third.code(), absl::StatusCode::kInternal) << third;
+  EXPECT_NE(third.message().find("remote operation error"), std::string::npos) << third;
+  ASSERT_TRUE((*s)->Reconnect(1).ok());
+  EXPECT_EQ(*(*s)->FetchAndAdd(w, 1), 2u);  // the failed FAA never ran
+}
+
+TEST(SoftNic, KilledNodeFailsOperationsWithRetryExceeded) {
+  auto cluster = SoftCluster(3);
+  RemotePtr on1 = *cluster->node(1).Allocate(8);
+  RemotePtr on2 = *cluster->node(2).Allocate(8);
+  auto s = cluster->NewSession(0);
+  ASSERT_TRUE((*s)->Write64(on1, 1).ok());
+  Soft(*cluster, 1).Kill();
+  absl::Status st = (*s)->Write64(on1, 2);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("retry"), std::string::npos) << st;
+  // Other nodes are unaffected.
+  EXPECT_TRUE((*s)->Write64(on2, 3).ok());
+  // A session living on the dead node cannot do anything.
+  auto dead = cluster->NewSession(1);
+  if (dead.ok()) EXPECT_FALSE((*dead)->Write64(on2, 4).ok());
+}
+
+TEST(SoftNic, LatencyInjectionDelaysEveryOperation) {
+  auto cluster = SoftCluster(2);
+  RemotePtr w = *cluster->node(1).Allocate(8);
+  auto s = cluster->NewSession(0);
+  Soft(*cluster, 0).SetLatency(std::chrono::milliseconds(2));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*s)->FetchAndAdd(w, 1).ok());
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(elapsed, std::chrono::milliseconds(10));
+  Soft(*cluster, 0).SetLatency(std::chrono::nanoseconds(0));
+}
+
+TEST(SoftNic, CompletionTimeoutIsAnErrorNotAHang) {
+  auto cluster = SoftCluster(2);
+  RemotePtr w = *cluster->node(1).Allocate(8);
+  SessionOptions o;
+  o.completion_timeout = std::chrono::milliseconds(50);
+  auto s = cluster->NewSession(0, o);
+  Soft(*cluster, 0).SetLatency(std::chrono::seconds(1));
+  absl::Status st = (*s)->Write64(w, 1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  Soft(*cluster, 0).SetLatency(std::chrono::nanoseconds(0));
+}
+
+}  // namespace
+}  // namespace rdma
