@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(NodeId id, std::unique_ptr<De
 
 Node::~Node() {
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     responder_qps_.clear();
   }
   responder_cq_.reset();
@@ -55,7 +55,7 @@ absl::StatusOr<RemotePtr> Node::Allocate(size_t bytes, size_t align) {
   const size_t rounded = (bytes + 7) & ~size_t{7};
   uint64_t offset;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     auto it = free_lists_.find(rounded);
     if (it != free_lists_.end() && !it->second.empty() && it->second.back() % align == 0) {
       offset = it->second.back();
@@ -79,7 +79,7 @@ absl::StatusOr<RemotePtr> Node::Allocate(size_t bytes, size_t align) {
 void Node::Free(RemotePtr p, size_t bytes) {
   if (p.is_null()) return;
   const size_t rounded = (bytes + 7) & ~size_t{7};
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   free_lists_[rounded].push_back(OffsetOf(p));
 }
 
@@ -90,14 +90,14 @@ absl::StatusOr<QpEndpoint> Node::AcceptConnection(const QpEndpoint& initiator) {
   if (absl::Status s = (*qp)->Connect(initiator); !s.ok()) return s;
   QpEndpoint ep = (*qp)->endpoint();
   ep.node = id_;
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   responder_qps_.push_back(std::move(*qp));
   return ep;
 }
 
 void Node::Shutdown() {
   shut_down_.store(true, std::memory_order_release);
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   responder_qps_.clear();
 }
 

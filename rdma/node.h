@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "rdma/device.h"
 #include "rdma/remote_ptr.h"
 
@@ -80,10 +80,10 @@ class Node {
   std::unique_ptr<CompletionQueue> responder_cq_;
   std::atomic<bool> shut_down_{false};
 
-  absl::Mutex mu_;
-  size_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<size_t, std::vector<uint64_t>> free_lists_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<QueuePair>> responder_qps_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;  // not absl::Mutex: must be visible to TSan
+  size_t next_offset_ = 0;
+  absl::flat_hash_map<size_t, std::vector<uint64_t>> free_lists_;
+  std::vector<std::unique_ptr<QueuePair>> responder_qps_;
 };
 
 // How a session reaches the other nodes: turns a connection request into the

@@ -1,6 +1,5 @@
 #include "rdma/soft/fault_injector.h"
 
-#include "absl/time/time.h"
 
 namespace rdma::soft {
 
@@ -15,34 +14,36 @@ bool FaultInjector::ShouldFailNextOperation() {
 }
 
 void FaultInjector::PauseNextAtomic() {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   pause_armed_ = true;
   paused_ = false;
   resume_ = false;
 }
 
 bool FaultInjector::WaitUntilAtomicPaused(std::chrono::milliseconds timeout) {
-  absl::MutexLock l(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&paused_), absl::FromChrono(timeout));
+  std::unique_lock<std::mutex> l(mu_);
+  return cv_.wait_for(l, timeout, [this] { return paused_; });
 }
 
 void FaultInjector::ResumeAtomic() {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   resume_ = true;
+  cv_.notify_all();
 }
 
 void FaultInjector::MaybePauseAtomic() {
-  absl::MutexLock l(&mu_);
+  std::unique_lock<std::mutex> l(mu_);
   if (!pause_armed_) return;
   pause_armed_ = false;
   paused_ = true;
-  mu_.Await(absl::Condition(&resume_));
+  cv_.notify_all();
+  cv_.wait(l, [this] { return resume_; });
   paused_ = false;
   resume_ = false;
 }
 
 void FaultInjector::SetCopyHook(std::function<void(uint64_t)> hook) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   has_copy_hook_.store(static_cast<bool>(hook), std::memory_order_release);
   copy_hook_ = std::move(hook);
 }
@@ -50,7 +51,7 @@ void FaultInjector::SetCopyHook(std::function<void(uint64_t)> hook) {
 void FaultInjector::OnCopiedWord(uint64_t index) {
   std::function<void(uint64_t)> hook;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     hook = copy_hook_;
   }
   if (hook) hook(index);

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 
 namespace rdma::soft {
 
@@ -40,12 +41,15 @@ class FaultInjector {
 
  private:
   std::atomic<uint64_t> fail_countdown_{0};
-  absl::Mutex mu_;
-  bool pause_armed_ ABSL_GUARDED_BY(mu_) = false;
-  bool paused_ ABSL_GUARDED_BY(mu_) = false;
-  bool resume_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex, not absl::Mutex: TSan must see every lock (Debian's Abseil
+  // is not TSan-instrumented).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pause_armed_ = false;
+  bool paused_ = false;
+  bool resume_ = false;
   std::atomic<bool> has_copy_hook_{false};
-  std::function<void(uint64_t)> copy_hook_ ABSL_GUARDED_BY(mu_);
+  std::function<void(uint64_t)> copy_hook_;
 };
 
 }  // namespace rdma::soft

@@ -60,11 +60,11 @@ struct QpCore {
   uint32_t max_send_wr = 0;
   uint32_t max_inline = 0;
 
-  absl::Mutex mu;
-  std::deque<PendingWr> sq ABSL_GUARDED_BY(mu);
-  QpState state ABSL_GUARDED_BY(mu) = QpState::kReset;
-  uint32_t remote_qp_num ABSL_GUARDED_BY(mu) = 0;
-  bool destroyed ABSL_GUARDED_BY(mu) = false;
+  std::mutex mu;
+  std::deque<PendingWr> sq;
+  QpState state = QpState::kReset;
+  uint32_t remote_qp_num = 0;
+  bool destroyed = false;
   std::atomic<bool> has_work{false};
   // Held by whoever executes this QP's WRs: keeps execution in order.
   std::mutex exec_mu;
@@ -78,20 +78,21 @@ class SoftCompletionQueue final : public CompletionQueue {
   int Wait(absl::Span<Completion> out, PollMode mode, std::chrono::nanoseconds timeout) override;
 
   void Push(const Completion& c) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     completions_.push_back(c);
+    cv_.notify_all();
   }
   void Attach(std::shared_ptr<QpCore> qp) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     attached_.push_back(std::move(qp));
   }
   void Detach(QpCore* qp) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     std::erase_if(attached_, [qp](const auto& p) { return p.get() == qp; });
   }
 
  private:
-  int Pop(absl::Span<Completion> out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  int Pop(absl::Span<Completion> out) {
     int n = 0;
     while (n < static_cast<int>(out.size()) && !completions_.empty()) {
       out[n++] = completions_.front();
@@ -99,13 +100,14 @@ class SoftCompletionQueue final : public CompletionQueue {
     }
     return n;
   }
-  bool HasCompletions() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !completions_.empty(); }
+  bool HasCompletions() const { return !completions_.empty(); }
 
   SoftDevice* device_;
   [[maybe_unused]] int depth_;
-  absl::Mutex mu_;
-  std::deque<Completion> completions_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::shared_ptr<QpCore>> attached_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Completion> completions_;
+  std::vector<std::shared_ptr<QpCore>> attached_;
 };
 
 namespace {
@@ -127,7 +129,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
   std::shared_ptr<QpCore> target = local.network().FindQp(remote_qp_num);
   if (target == nullptr) return fail(CompletionStatus::kRetryExceeded);
   {
-    absl::MutexLock l(&target->mu);
+    std::lock_guard<std::mutex> l(target->mu);
     if (target->destroyed || target->state != QpState::kReadyToSend) {
       return fail(CompletionStatus::kRetryExceeded);
     }
@@ -158,7 +160,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
   if (!remote.FindRegion(wr.rkey, &rr) || wr.remote_addr < rr.base || wr.length > rr.length ||
       wr.remote_addr - rr.base > rr.length - wr.length || (rr.access & need_remote) != need_remote) {
     // The responder NAKs and its QP goes to the error state too.
-    absl::MutexLock l(&target->mu);
+    std::lock_guard<std::mutex> l(target->mu);
     target->state = QpState::kError;
     return fail(CompletionStatus::kRemoteAccessError);
   }
@@ -196,7 +198,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
 
 // Moves `qp` to the error state and returns flush completions for every WR
 // still queued (verbs generates them whether signaled or not).
-std::vector<Completion> EnterErrorLocked(QpCore& qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(qp.mu) {
+std::vector<Completion> EnterErrorLocked(QpCore& qp) {
   std::vector<Completion> flushed;
   qp.state = QpState::kError;
   for (const PendingWr& p : qp.sq) {
@@ -218,7 +220,7 @@ bool DrainQp(QpCore& qp) {
     PendingWr p;
     uint32_t remote;
     {
-      absl::MutexLock l(&qp.mu);
+      std::lock_guard<std::mutex> l(qp.mu);
       if (qp.destroyed || qp.sq.empty()) {
         qp.has_work.store(false, std::memory_order_release);
         break;
@@ -233,7 +235,7 @@ bool DrainQp(QpCore& qp) {
     if (c.status != CompletionStatus::kSuccess) {
       std::vector<Completion> flushed;
       {
-        absl::MutexLock l(&qp.mu);
+        std::lock_guard<std::mutex> l(qp.mu);
         flushed = EnterErrorLocked(qp);
       }
       qp.cq->Push(c);
@@ -250,13 +252,13 @@ bool DrainQp(QpCore& qp) {
 int SoftCompletionQueue::Poll(absl::Span<Completion> out) {
   std::vector<std::shared_ptr<QpCore>> qps;
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     if (HasCompletions()) return Pop(out);
     qps = attached_;
   }
   // Lend this CPU to the NIC engine for our own QPs.
   for (auto& qp : qps) DrainQp(*qp);
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return Pop(out);
 }
 
@@ -266,9 +268,8 @@ int SoftCompletionQueue::Wait(absl::Span<Completion> out, PollMode mode, std::ch
     // Block until the engine delivers; do not execute WRs on this thread.
     device_->AddNotifyWaiter(+1);
     device_->Doorbell();
-    absl::MutexLock l(&mu_);
-    mu_.AwaitWithDeadline(absl::Condition(this, &SoftCompletionQueue::HasCompletions),
-                          absl::FromChrono(std::chrono::system_clock::now() + (deadline - Clock::now())));
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_until(l, deadline, [this] { return HasCompletions(); });
     device_->AddNotifyWaiter(-1);
     return Pop(out);
   }
@@ -290,7 +291,7 @@ class SoftQueuePair final : public QueuePair {
     core_->cq->Detach(core_.get());
     core_->device->network().UnregisterQp(core_->qp_num);
     std::lock_guard<std::mutex> exec(core_->exec_mu);
-    absl::MutexLock l(&core_->mu);
+    std::lock_guard<std::mutex> l(core_->mu);
     core_->destroyed = true;
     core_->sq.clear();
   }
@@ -307,12 +308,12 @@ class SoftQueuePair final : public QueuePair {
     return ep;
   }
   QpState state() const override {
-    absl::MutexLock l(&core_->mu);
+    std::lock_guard<std::mutex> l(core_->mu);
     return core_->state;
   }
 
   absl::Status Connect(const QpEndpoint& remote) override {
-    absl::MutexLock l(&core_->mu);
+    std::lock_guard<std::mutex> l(core_->mu);
     if (core_->state != QpState::kReset) {
       return absl::FailedPreconditionError(
           absl::StrCat("QP ", core_->qp_num, " is in ", StateName(core_->state), "; Reset it before Connect"));
@@ -326,7 +327,7 @@ class SoftQueuePair final : public QueuePair {
     std::vector<Completion> flushed;
     {
       std::lock_guard<std::mutex> exec(core_->exec_mu);
-      absl::MutexLock l(&core_->mu);
+      std::lock_guard<std::mutex> l(core_->mu);
       flushed = EnterErrorLocked(*core_);
       core_->state = QpState::kReset;
     }
@@ -337,7 +338,7 @@ class SoftQueuePair final : public QueuePair {
   absl::Status Post(absl::Span<const WorkRequest> chain) override {
     const auto ready_at = Clock::now() + core_->device->latency();
     {
-      absl::MutexLock l(&core_->mu);
+      std::lock_guard<std::mutex> l(core_->mu);
       if (core_->state != QpState::kReadyToSend) {
         return absl::FailedPreconditionError(absl::StrCat(
             "cannot post to QP ", core_->qp_num, ": it is in ", StateName(core_->state),
@@ -396,19 +397,19 @@ class SoftMemoryRegion final : public MemoryRegion {
 // ------------------------------------------------------------ SoftNetwork
 
 uint32_t SoftNetwork::RegisterQp(std::shared_ptr<QpCore> qp) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   const uint32_t n = next_qp_num_++;
   qps_[n] = qp;
   return n;
 }
 
 void SoftNetwork::UnregisterQp(uint32_t qp_num) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   qps_.erase(qp_num);
 }
 
 std::shared_ptr<QpCore> SoftNetwork::FindQp(uint32_t qp_num) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   auto it = qps_.find(qp_num);
   return it == qps_.end() ? nullptr : it->second.lock();
 }
@@ -426,9 +427,10 @@ SoftDevice::SoftDevice(NodeId node, std::shared_ptr<SoftNetwork> network, const 
 
 SoftDevice::~SoftDevice() {
   {
-    absl::MutexLock l(&engine_mu_);
+    std::lock_guard<std::mutex> l(engine_mu_);
     engine_stop_ = true;
   }
+  engine_cv_.notify_all();
   engine_.join();
 }
 
@@ -442,14 +444,14 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> SoftDevice::RegisterMemory(void* a
   if (length > caps_.max_mr_size) {
     return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: ", length, " bytes exceeds max_mr_size"));
   }
-  absl::MutexLock l(&regions_mu_);
+  std::lock_guard<std::mutex> l(regions_mu_);
   const uint32_t key = next_key_++;
   regions_[key] = RegionInfo{reinterpret_cast<uintptr_t>(addr), length, access};
   return std::make_unique<SoftMemoryRegion>(this, addr, length, key, access);
 }
 
 bool SoftDevice::FindRegion(uint32_t key, RegionInfo* out) {
-  absl::MutexLock l(&regions_mu_);
+  std::lock_guard<std::mutex> l(regions_mu_);
   auto it = regions_.find(key);
   if (it == regions_.end()) return false;
   *out = it->second;
@@ -457,7 +459,7 @@ bool SoftDevice::FindRegion(uint32_t key, RegionInfo* out) {
 }
 
 void SoftDevice::DeregisterRegion(uint32_t key) {
-  absl::MutexLock l(&regions_mu_);
+  std::lock_guard<std::mutex> l(regions_mu_);
   regions_.erase(key);
 }
 
@@ -483,7 +485,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SoftDevice::CreateQueuePair(Completio
   core->max_inline = options.max_inline_data;
   core->qp_num = network_->RegisterQp(core);
   if (is_dead()) {
-    absl::MutexLock l(&core->mu);
+    std::lock_guard<std::mutex> l(core->mu);
     core->state = QpState::kError;
   }
   AttachQp(core);
@@ -492,12 +494,12 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SoftDevice::CreateQueuePair(Completio
 }
 
 void SoftDevice::AttachQp(const std::shared_ptr<QpCore>& qp) {
-  absl::MutexLock l(&qps_mu_);
+  std::lock_guard<std::mutex> l(qps_mu_);
   qps_.push_back(qp);
 }
 
 void SoftDevice::DetachQp(QpCore* qp) {
-  absl::MutexLock l(&qps_mu_);
+  std::lock_guard<std::mutex> l(qps_mu_);
   std::erase_if(qps_, [qp](const std::weak_ptr<QpCore>& w) {
     auto s = w.lock();
     return s == nullptr || s.get() == qp;
@@ -510,15 +512,18 @@ void SoftDevice::Doorbell() {
   // Busy pollers execute their own WRs; wake the engine only when somebody
   // sleeps on a completion channel. Otherwise it runs on its own tick.
   if (notify_waiters_.load(std::memory_order_acquire) == 0) return;
-  absl::MutexLock l(&engine_mu_);
-  engine_kick_ = true;
+  {
+    std::lock_guard<std::mutex> l(engine_mu_);
+    engine_kick_ = true;
+  }
+  engine_cv_.notify_one();
 }
 
 void SoftDevice::Kill() {
   dead_.store(true, std::memory_order_release);
   std::vector<std::shared_ptr<QpCore>> qps;
   {
-    absl::MutexLock l(&qps_mu_);
+    std::lock_guard<std::mutex> l(qps_mu_);
     for (auto& w : qps_) {
       if (auto s = w.lock()) qps.push_back(std::move(s));
     }
@@ -527,7 +532,7 @@ void SoftDevice::Kill() {
     std::vector<Completion> flushed;
     {
       std::lock_guard<std::mutex> exec(qp->exec_mu);
-      absl::MutexLock l(&qp->mu);
+      std::lock_guard<std::mutex> l(qp->mu);
       if (qp->destroyed) continue;
       flushed = EnterErrorLocked(*qp);
     }
@@ -538,15 +543,14 @@ void SoftDevice::Kill() {
 void SoftDevice::EngineLoop() {
   for (;;) {
     {
-      absl::MutexLock l(&engine_mu_);
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_) { return engine_stop_ || engine_kick_; };
-      engine_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Microseconds(200));
+      std::unique_lock<std::mutex> l(engine_mu_);
+      engine_cv_.wait_for(l, std::chrono::microseconds(200), [this] { return engine_stop_ || engine_kick_; });
       if (engine_stop_) return;
       engine_kick_ = false;
     }
     std::vector<std::shared_ptr<QpCore>> qps;
     {
-      absl::MutexLock l(&qps_mu_);
+      std::lock_guard<std::mutex> l(qps_mu_);
       for (auto& w : qps_) {
         if (auto s = w.lock()) qps.push_back(std::move(s));
       }

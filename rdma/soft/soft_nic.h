@@ -27,7 +27,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include <condition_variable>
+#include <mutex>
 #include "rdma/device.h"
 #include "rdma/fabric.h"
 #include "rdma/soft/fault_injector.h"
@@ -38,6 +39,9 @@ class SoftDevice;
 class SoftCompletionQueue;
 struct QpCore;
 
+// All locks here are std::mutex, which TSan sees (Debian's Abseil is not
+// TSan-instrumented, so absl::Mutex would hide real happens-before edges).
+
 // Shared by all devices of one fabric: QP numbers and device liveness.
 class SoftNetwork {
  public:
@@ -46,9 +50,9 @@ class SoftNetwork {
   std::shared_ptr<QpCore> FindQp(uint32_t qp_num);
 
  private:
-  absl::Mutex mu_;
-  uint32_t next_qp_num_ ABSL_GUARDED_BY(mu_) = 0x100;
-  absl::flat_hash_map<uint32_t, std::weak_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  uint32_t next_qp_num_ = 0x100;
+  absl::flat_hash_map<uint32_t, std::weak_ptr<QpCore>> qps_;
 };
 
 struct SoftDeviceOptions {
@@ -107,16 +111,17 @@ class SoftDevice final : public Device {
   FaultInjector faults_;
   std::mutex atomic_stripes_[kAtomicStripes];
 
-  absl::Mutex regions_mu_;
-  uint32_t next_key_ ABSL_GUARDED_BY(regions_mu_) = 0x1000;
-  absl::flat_hash_map<uint32_t, RegionInfo> regions_ ABSL_GUARDED_BY(regions_mu_);
+  std::mutex regions_mu_;
+  uint32_t next_key_ = 0x1000;
+  absl::flat_hash_map<uint32_t, RegionInfo> regions_;
 
-  absl::Mutex qps_mu_;
-  std::vector<std::weak_ptr<QpCore>> qps_ ABSL_GUARDED_BY(qps_mu_);
+  std::mutex qps_mu_;
+  std::vector<std::weak_ptr<QpCore>> qps_;
 
-  absl::Mutex engine_mu_;
-  bool engine_stop_ ABSL_GUARDED_BY(engine_mu_) = false;
-  bool engine_kick_ ABSL_GUARDED_BY(engine_mu_) = false;
+  std::mutex engine_mu_;
+  std::condition_variable engine_cv_;
+  bool engine_stop_ = false;
+  bool engine_kick_ = false;
   std::thread engine_;
 };
 
