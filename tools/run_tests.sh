@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Quick start, command 2: installs what is missing and runs the whole test
+# suite: every Bazel test target plain, under ASan+UBSan and under TSan, then
+# the real-verbs tests inside a Soft-RoCE qemu guest. Ends with the line
+# "N passed, N failed" (test targets, counted per configuration).
+#   --quick   plain configuration only, no sanitizers, no guest
+set -uo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+
+tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
+
+passed=0
+failed=0
+start=$(date +%s)
+
+run_bazel() {  # $1 = label, rest = bazel args
+  local label=$1; shift
+  echo "=== bazel test ${label} ($(( $(date +%s) - start ))s elapsed)" >&2
+  local log
+  log=$(mktemp)
+  bazel test --test_summary=short "$@" //... 2>&1 | tee "$log" | grep -E '^//|^Executed|ERROR' >&2
+  local p f
+  p=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$log")
+  f=$(grep -cE '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log")
+  if grep -q '^ERROR:' "$log" && [[ $f -eq 0 ]]; then f=1; fi  # build failure
+  rm -f "$log"
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+run_bazel "(default)"
+if [[ $quick -eq 0 ]]; then
+  run_bazel "--config=asan" --config=asan
+  run_bazel "--config=tsan" --config=tsan
+  if [[ -x tests/verbs/run_guest_tests.sh ]]; then
+    echo "=== Soft-RoCE guest tests ($(( $(date +%s) - start ))s elapsed)" >&2
+    out=$(tests/verbs/run_guest_tests.sh 2>&1 | tee /dev/stderr | tail -n 1)
+    if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+      passed=$((passed + BASH_REMATCH[1]))
+      failed=$((failed + BASH_REMATCH[2]))
+    else
+      failed=$((failed + 1))
+    fi
+  fi
+fi
+echo "total time $(( $(date +%s) - start ))s" >&2
+echo "${passed} passed, ${failed} failed"
+[[ $failed -eq 0 && $passed -gt 0 ]]
