@@ -1,0 +1,105 @@
+#!/bin/bash
+# Smoke self-test for tools/rxe_vm/rxe_run (about 1-2 minutes under TCG).
+#   tools/rxe_vm/selftest.sh [extra rxe_run options, e.g. --accel tcg]
+# Prints "N passed, M failed" and exits nonzero if anything failed.
+set -u -o pipefail
+DIR=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+RUN=$DIR/rxe_run
+EXTRA=("$@")
+LOG=$(mktemp -d "${TMPDIR:-/tmp}/rxe_selftest.XXXXXX")
+PASS=0 FAIL=0
+T0=$SECONDS
+
+ok()   { PASS=$((PASS + 1)); echo "PASS  $*"; }
+bad()  { FAIL=$((FAIL + 1)); echo "FAIL  $*"; }
+check() {  # name, then a command that must succeed
+  local name=$1; shift
+  if "$@"; then ok "$name"; else bad "$name"; fi
+}
+has() { grep -q -- "$2" "$1"; }
+# run NAME [rxe_run args...]: stdout -> $LOG/NAME.out, stderr -> $LOG/NAME.err, rc -> RC
+run() {
+  local name=$1; shift
+  local t=$SECONDS
+  echo "----- $name: rxe_run $*" >&2
+  "$RUN" "${EXTRA[@]}" "$@" >"$LOG/$name.out" 2>"$LOG/$name.err"
+  RC=$?
+  echo "      rc=$RC in $((SECONDS - t))s; $(grep -o 'boot time[^;]*' "$LOG/$name.err" | head -2 | tr '\n' ' ')" >&2
+}
+qemu_pids_gone() {  # every "qemu pid N" that rxe_run announced is gone
+  local p
+  for p in $(grep -o 'qemu pid [0-9]*' "$1" | awk '{print $3}'); do
+    [ -e "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && return 1
+  done
+  return 0
+}
+perf_ok() { grep -qE "^perftest $2 mode=loopback bytes=[0-9]+ iters=200 .*median_us=[0-9.]+ .*p99_us=[0-9.]+" "$1"; }
+
+# (a) + (b): one guest: device attributes, environment, perftest loopback.
+run single --env RXE_SELFTEST=hello -- bash -c '
+  echo "=== env"; echo "selftest=$RXE_SELFTEST node=$RXE_NODE_ID self=$RXE_SELF_IP peer=$RXE_PEER_IP pwd=$PWD memlock=$(ulimit -l)"
+  echo "=== devinfo"; ibv_devinfo -v -d rxe0
+  echo "=== perftest"; '"$DIR"'/perftest_baseline.sh -n 200'
+check "single guest: rxe_run exit code 0" [ "$RC" = 0 ]
+check "(a) ibv_devinfo shows rxe0" has "$LOG/single.out" "hca_id:[[:space:]]*rxe0"
+check "(a) port state PORT_ACTIVE" has "$LOG/single.out" "PORT_ACTIVE"
+check "(a) atomic_cap: ATOMIC_HCA" has "$LOG/single.out" "atomic_cap:[[:space:]]*ATOMIC_HCA"
+check "env: --env, RXE_* vars, cwd, memlock" has "$LOG/single.out" \
+  "selftest=hello node=0 self=10.0.0.1 peer=10.0.0.1 pwd=$PWD memlock=unlimited"
+check "(b) ib_write_lat loopback reports" perf_ok "$LOG/single.out" write
+check "(b) ib_read_lat loopback reports" perf_ok "$LOG/single.out" read
+check "(b) ib_atomic_lat FETCH_AND_ADD loopback reports" perf_ok "$LOG/single.out" atomic_faa
+check "(b) ib_atomic_lat CMP_AND_SWAP loopback reports" perf_ok "$LOG/single.out" atomic_cas
+check "boot time reported" has "$LOG/single.err" "boot time [0-9.]*s"
+grep '^perftest ' "$LOG/single.out" | sed 's/^/      /'
+
+# (c) two guests: ib_write_lat, guest 0 server, guest 1 client over the UDP link.
+run pair --two-guests -- bash -c '
+  echo "node=$RXE_NODE_ID self=$RXE_SELF_IP peer=$RXE_PEER_IP"
+  if [ "$RXE_NODE_ID" = 0 ]; then
+    exec timeout 120 ib_write_lat -d rxe0 -x 1 -s 8 -n 200 -F -p 18600
+  fi
+  for i in $(seq 60); do
+    timeout 120 ib_write_lat -d rxe0 -x 1 -s 8 -n 200 -F -p 18600 "$RXE_PEER_IP" && exit 0
+    sleep 0.5
+  done
+  exit 1'
+check "(c) two guests: exit code 0" [ "$RC" = 0 ]
+check "(c) guest 0 is 10.0.0.1 with peer 10.0.0.2" has "$LOG/pair.out" "^\[guest0\] node=0 self=10.0.0.1 peer=10.0.0.2"
+check "(c) guest 1 is 10.0.0.2 with peer 10.0.0.1" has "$LOG/pair.out" "^\[guest1\] node=1 self=10.0.0.2 peer=10.0.0.1"
+check "(c) ib_write_lat client (guest 1) reports" grep -qE '^\[guest1\] +8 +200 +[0-9.]+' "$LOG/pair.out"
+check "(c) ib_write_lat server (guest 0) reports" grep -qE '^\[guest0\] +8 +200 +[0-9.]+' "$LOG/pair.out"
+grep -E '^\[guest1\] +8 +200 ' "$LOG/pair.out" | sed 's/^/      t_min t_max t_typical t_avg t_stdev p99 p99.9: /'
+
+# (d) exit codes and stdout/stderr separation.
+run exit7 -- sh -c 'echo to-stdout; echo to-stderr >&2; exit 7'
+check "(d) exit 7 propagates as 7" [ "$RC" = 7 ]
+check "(d) stdout goes to stdout" has "$LOG/exit7.out" "^to-stdout$"
+check "(d) stderr goes to stderr" has "$LOG/exit7.err" "^to-stderr$"
+check "(d) stderr not on stdout" bash -c "! grep -q to-stderr '$LOG/exit7.out'"
+run exit2g --two-guests -- sh -c 'exit $((RXE_NODE_ID * 5))'
+check "(d) two guests: guest 1 'exit 5' gives 5" [ "$RC" = 5 ]
+
+# (d) timeout: qemu killed, exit 124, nothing left behind.
+t=$SECONDS
+run timeout --timeout 15 --keep-workdir -- sh -c 'echo sleeping; sleep 600'
+el=$((SECONDS - t))
+check "(d) timeout exits 124" [ "$RC" = 124 ]
+check "(d) timeout fires on time (${el}s for --timeout 15)" [ "$el" -le 25 ]
+check "(d) timeout message printed" has "$LOG/timeout.err" "TIMEOUT"
+check "(d) output before the timeout is kept" has "$LOG/timeout.out" "^sleeping$"
+check "(d) no qemu left behind after timeout" qemu_pids_gone "$LOG/timeout.err"
+W=$(grep -o 'work dir kept: .*' "$LOG/timeout.err" | sed 's/work dir kept: //')
+[ -n "$W" ] && rm -rf "$W"
+run timeout2g --two-guests --timeout 15 -- sleep 600
+check "(d) two-guest timeout exits 124" [ "$RC" = 124 ]
+check "(d) no qemu left behind after two-guest timeout" qemu_pids_gone "$LOG/timeout2g.err"
+
+echo
+echo "$PASS passed, $FAIL failed ($((SECONDS - T0))s; logs in $LOG)"
+if [ $FAIL -gt 0 ]; then
+  for f in "$LOG"/*.err; do echo "=== $f"; tail -n 15 "$f"; done
+  exit 1
+fi
+rm -rf "$LOG"
+exit 0
