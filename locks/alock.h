@@ -1,0 +1,181 @@
+#ifndef LOCKS_ALOCK_H_
+#define LOCKS_ALOCK_H_
+
+// ALock (Baran, Nelson-Slivon, Tseng, Palmieri, SPAA 2024), DESIGN §4.
+//
+// Two MCS queues ("cohorts") and a Peterson handoff between them:
+//  * the local cohort: threads on the lock's node taking the native path. Its
+//    tail `l_tail` is a CpuWord: CPU exchange/CAS. An uncontended native
+//    acquire + release issues no NIC operation at all.
+//  * the remote cohort: threads on other nodes, and threads on the lock's
+//    node that ask for Path::kLoopback. Its tail `r_tail` is a NicWord: RDMA
+//    CAS (a CAS loop stands in for swap). Local threads only load it.
+//  * `victim` (PlainWord) is written plainly by both sides: a CPU store plus a
+//    full fence locally, an RDMA WRITE remotely; never RMW'd.
+//
+// Budgets: the head of a cohort that wins Peterson gets its cohort's budget B;
+// each in-cohort handover passes budget-1; the successor that receives 0 runs
+// Peterson again. Guarantee (asserted by tests/locks/alock_fairness_test.cc):
+// once the head of cohort X has written `victim` and waits, cohort Y makes at
+// most B_Y more acquisitions before X gets the lock.
+//
+// Uncontended costs (asserted by tests/locks/alock_test.cc):
+//   native:  0 NIC ops.
+//   remote/loopback: acquire = CAS r_tail [1 RT] + {WRITE victim, READ line}
+//   chained with one doorbell [1 RT]; release = CAS r_tail back [1 RT]:
+//   4 NIC ops, 3 round trips.
+//
+// Memory: the lock line lives on any node's arena (LockTable). Each client owns
+// `max_held` descriptors in its own node's arena; a remote waiter spins on its
+// own descriptor with CPU loads, and its predecessor hands over with an RDMA
+// WRITE there.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "locks/lock.h"
+#include "locks/rmw_word.h"
+#include "rdma/node.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+
+namespace locks {
+
+// The lock line. Each field has its own 16-byte slot.
+struct alignas(64) ALockWord {
+  NicWord r_tail;  // RemotePtr raw of the remote cohort's last descriptor; 0 = empty
+  uint64_t pad0_;
+  CpuWord l_tail;  // RemotePtr raw of the local cohort's last descriptor; 0 = empty
+  uint64_t pad1_;
+  PlainWord victim;  // kVictimLocal / kVictimRemote (0 before first use)
+  uint64_t pad2_;
+  PlainWord budgets;  // written once by InitLock: low 32 bits local, high 32 remote; 0 = default
+  uint64_t pad3_;
+
+  static constexpr uint64_t kRTailOffset = 0;
+  static constexpr uint64_t kLTailOffset = 16;
+  static constexpr uint64_t kVictimOffset = 32;
+  static constexpr uint64_t kBudgetsOffset = 48;
+
+  static uint64_t PackBudgets(Budgets b) {
+    return uint64_t{static_cast<uint32_t>(b.local)} | (uint64_t{static_cast<uint32_t>(b.remote)} << 32);
+  }
+  static Budgets UnpackBudgets(uint64_t v) {
+    Budgets b;
+    b.local = static_cast<int32_t>(v & 0xffffffffu);
+    b.remote = static_cast<int32_t>(v >> 32);
+    if (b.local <= 0) b.local = kDefaultBudget;
+    if (b.remote <= 0) b.remote = kDefaultBudget;
+    return b;
+  }
+};
+static_assert(sizeof(ALockWord) == kLockBytes && alignof(ALockWord) == kLockAlign);
+
+inline constexpr uint64_t kVictimLocal = 1;
+inline constexpr uint64_t kVictimRemote = 2;
+
+// A thread's queue node, one cache line in registered memory of its own node.
+// Both fields are PlainWords: the owner resets them with CPU stores; the
+// predecessor writes `budget` and the successor writes `next` with a CPU store
+// (local cohort) or an RDMA WRITE (remote cohort).
+struct alignas(64) ALockDescriptor {
+  PlainWord budget;  // int64: kWaiting (-1) = wait; 0 = run Peterson; >0 = own the lock
+  PlainWord next;    // RemotePtr raw of the successor's descriptor; 0 = none yet
+  uint64_t pad_[6];
+
+  static constexpr uint64_t kBudgetOffset = 0;
+  static constexpr uint64_t kNextOffset = 8;
+  static constexpr int64_t kWaiting = -1;
+};
+static_assert(sizeof(ALockDescriptor) == 64);
+
+// Test/bench instrumentation. Called on the acquiring thread; must be cheap
+// and thread-safe. Not called at all when no observer is set.
+class ALockObserver {
+ public:
+  virtual ~ALockObserver() = default;
+  // The head of `cohort` has written `victim` and found the other cohort
+  // ahead of it: it now waits in Peterson's loop for `lock`.
+  virtual void OnPetersonWait(rdma::RemotePtr lock, Cohort cohort) {}
+  // That wait is over (the thread proceeds into the critical section).
+  virtual void OnPetersonWaitDone(rdma::RemotePtr lock, Cohort cohort) {}
+};
+
+// Per-client counters (plain; read from the owning thread or after it stops).
+struct ALockStats {
+  uint64_t acquires[2] = {0, 0};        // by Cohort
+  uint64_t handovers_in[2] = {0, 0};    // acquired with a positive budget from a predecessor
+  uint64_t peterson_runs[2] = {0, 0};   // times Peterson's algorithm ran
+  uint64_t peterson_waits[2] = {0, 0};  // ... and had to wait for the other cohort
+  uint64_t swap_retries = 0;            // extra CASes of the r_tail swap loop
+};
+
+namespace internal {
+// The real algorithm. A test-only mutant policy lives in tests/locks.
+struct ALockPolicy {
+  // When true, native threads join the remote queue with CPU atomics on
+  // r_tail (the NIC's word): the domain-mixing bug the tests must catch.
+  static constexpr bool kMutantLocalCpuOnRTail = false;
+};
+}  // namespace internal
+
+template <typename Policy>
+class BasicALockClient final : public LockClient {
+ public:
+  // A client for the calling thread on `node`. `session` is that thread's own
+  // Session on `node`; it may be null if the client only takes locks of its
+  // own node natively (then a NIC-path Lock fails with FailedPrecondition).
+  // Allocates options.max_held descriptors in `node`'s arena.
+  static absl::StatusOr<std::unique_ptr<BasicALockClient>> Create(rdma::Node& node, rdma::Session* session,
+                                                                  const ClientOptions& options = {},
+                                                                  ALockObserver* observer = nullptr);
+  ~BasicALockClient() override;
+
+  LockKind kind() const override { return LockKind::kALock; }
+  absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
+  absl::Status Unlock(rdma::RemotePtr lock) override;
+  Cohort CohortFor(rdma::RemotePtr lock, Path path = Path::kAuto) const override {
+    return path == Path::kAuto && lock.is_local(self()) ? Cohort::kLocal : Cohort::kRemote;
+  }
+  bool Holds(rdma::RemotePtr lock) const override;
+
+  const ALockStats& stats() const { return stats_; }
+
+ private:
+  struct Slot {
+    rdma::RemotePtr lock;  // null when free
+    Cohort cohort = Cohort::kLocal;
+    int64_t budget = 0;  // the budget this holder owns (handed on minus one)
+  };
+  BasicALockClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options,
+                   ALockObserver* observer);
+
+  rdma::RemotePtr Descriptor(size_t slot) const;
+  absl::Status LockNative(rdma::RemotePtr lock, size_t slot);
+  absl::Status LockRemote(rdma::RemotePtr lock, size_t slot);
+  absl::Status UnlockNative(rdma::RemotePtr lock, size_t slot);
+  absl::Status UnlockRemote(rdma::RemotePtr lock, size_t slot);
+  absl::Status PetersonNative(rdma::RemotePtr lock, size_t slot);
+  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot);
+  // Spins (CPU loads) on my descriptor's budget until it is not kWaiting.
+  absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
+  // Spins on my descriptor's next until set.
+  absl::StatusOr<uint64_t> AwaitNext(rdma::RemotePtr lock, size_t slot);
+
+  rdma::Node& node_;
+  ClientOptions options_;
+  ALockObserver* observer_;
+  rdma::RemotePtr descriptors_;  // max_held lines on node_
+  std::vector<Slot> slots_;
+  ALockStats stats_;
+};
+
+using ALockClient = BasicALockClient<internal::ALockPolicy>;
+extern template class BasicALockClient<internal::ALockPolicy>;
+
+}  // namespace locks
+
+#endif  // LOCKS_ALOCK_H_

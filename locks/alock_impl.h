@@ -1,0 +1,361 @@
+#ifndef LOCKS_ALOCK_IMPL_H_
+#define LOCKS_ALOCK_IMPL_H_
+
+// The ALock algorithm (see locks/alock.h for the contract). Templated over a
+// policy only so that a test-only mutant can be instantiated beside the real
+// lock (tests/locks/alock_mutant.cc); locks/alock.cc instantiates the real one.
+//
+// Domains of every word touched here:
+//   r_tail  NicWord   RMW: RDMA CAS (remote + loopback threads). CPU: load only.
+//   l_tail  CpuWord   RMW: CPU exchange/CAS (native threads). NIC: READ only.
+//   victim  PlainWord CPU store / RDMA WRITE, CPU load / RDMA READ.
+//   budgets PlainWord written once before publication.
+//   descriptor.budget/next  PlainWord: CPU store or RDMA WRITE; owner CPU-loads.
+//
+// Peterson needs store->load ordering between "raise my flag" (swap my tail),
+// "victim = me" and "read the other flag". Locally: seq_cst exchange, seq_cst
+// store and a full fence. Remotely: the CAS completes before the chain
+// {WRITE victim, READ line} is posted, and one RC QP executes that WRITE
+// before that READ at the responder (the soft NIC executes a QP's WRs one by
+// one with a mutex acquire between them, a full barrier on x86).
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "locks/alock.h"
+#include "locks/internal.h"
+#include "locks/rmw_word.h"
+#include "rdma/session.h"
+
+namespace locks {
+
+namespace alock_detail {
+inline rdma::RemotePtr At(rdma::RemotePtr p, uint64_t offset) { return p + offset; }
+inline uint64_t BudgetWord(int64_t b) { return static_cast<uint64_t>(b); }
+inline const uint64_t kWaitingWord = static_cast<uint64_t>(ALockDescriptor::kWaiting);
+}  // namespace alock_detail
+
+template <typename P>
+BasicALockClient<P>::BasicALockClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options,
+                                      ALockObserver* observer)
+    : LockClient(node.id(), session),
+      node_(node),
+      options_(options),
+      observer_(observer),
+      slots_(static_cast<size_t>(options.max_held)) {}
+
+template <typename P>
+absl::StatusOr<std::unique_ptr<BasicALockClient<P>>> BasicALockClient<P>::Create(rdma::Node& node,
+                                                                                  rdma::Session* session,
+                                                                                  const ClientOptions& options,
+                                                                                  ALockObserver* observer) {
+  if (options.max_held < 1 || options.max_held > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions::max_held must be in 1..4096 (got ",
+                                                   options.max_held, ")"));
+  }
+  if (session != nullptr && session->self() != node.id()) {
+    return absl::InvalidArgumentError(absl::StrCat("ALockClient: the session lives on node ", session->self(),
+                                                   " but the client on node ", node.id()));
+  }
+  std::unique_ptr<BasicALockClient> c(new BasicALockClient(node, session, options, observer));
+  auto d = node.Allocate(static_cast<size_t>(options.max_held) * sizeof(ALockDescriptor), 64);
+  if (!d.ok()) return d.status();
+  c->descriptors_ = *d;
+  return c;
+}
+
+template <typename P>
+BasicALockClient<P>::~BasicALockClient() {
+  if (!descriptors_.is_null()) {
+    node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * sizeof(ALockDescriptor));
+  }
+}
+
+template <typename P>
+rdma::RemotePtr BasicALockClient<P>::Descriptor(size_t slot) const {
+  return descriptors_ + slot * sizeof(ALockDescriptor);
+}
+
+template <typename P>
+bool BasicALockClient<P>::Holds(rdma::RemotePtr lock) const {
+  if (lock.is_null()) return false;
+  for (const Slot& s : slots_) {
+    if (s.lock == lock) return true;
+  }
+  return false;
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
+  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  size_t slot = slots_.size();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].lock == lock) {
+      return absl::FailedPreconditionError(absl::StrCat("ALock ", lock.node(), ":0x", absl::Hex(lock.address()),
+                                                        " is already held by this client (not reentrant)"));
+    }
+    if (slot == slots_.size() && slots_[i].lock.is_null()) slot = i;
+  }
+  if (slot == slots_.size()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)"));
+  }
+  const Cohort cohort = CohortFor(lock, path);
+  if (cohort == Cohort::kRemote || P::kMutantLocalCpuOnRTail) {
+    if (session() == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ALock: acquiring lock on node ", lock.node(), " from node ", self(),
+          cohort == Cohort::kRemote ? " needs the NIC path, but this client has no Session"
+                                    : " (mutant) needs a Session"));
+    }
+    if (lock.node() >= session()->num_nodes()) {
+      return absl::InvalidArgumentError(absl::StrCat("ALock: lock names node ", lock.node(), " but the cluster has ",
+                                                     session()->num_nodes(), " nodes"));
+    }
+  }
+  absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot);
+  if (!s.ok()) return s;
+  slots_[slot].lock = lock;
+  slots_[slot].cohort = cohort;
+  ++stats_.acquires[static_cast<int>(cohort)];
+  return absl::OkStatus();
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::Unlock(rdma::RemotePtr lock) {
+  size_t slot = slots_.size();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!lock.is_null() && slots_[i].lock == lock) slot = i;
+  }
+  if (slot == slots_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("ALock Unlock: lock ", lock.node(), ":0x",
+                                                      absl::Hex(lock.address()), " is not held by this client"));
+  }
+  absl::Status s = slots_[slot].cohort == Cohort::kLocal ? UnlockNative(lock, slot) : UnlockRemote(lock, slot);
+  // The slot is released either way: after an error the lock is unusable, and
+  // keeping the slot would only leak it.
+  slots_[slot].lock = rdma::RemotePtr();
+  return s;
+}
+
+template <typename P>
+absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, size_t slot) {
+  ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
+  internal::Spinner spin(options_);
+  for (;;) {
+    const uint64_t b = d.budget.Load(std::memory_order_acquire);
+    if (b != alock_detail::kWaitingWord) return static_cast<int64_t>(b);
+    if (!spin.Spin()) return spin.Timeout("ALock: waiting for the predecessor's handover", lock);
+  }
+}
+
+template <typename P>
+absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, size_t slot) {
+  ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
+  internal::Spinner spin(options_);
+  for (;;) {
+    const uint64_t n = d.next.Load(std::memory_order_acquire);
+    if (n != 0) return n;
+    if (!spin.Spin()) return spin.Timeout("ALock: waiting for the successor to link in", lock);
+  }
+}
+
+// ------------------------------------------------------------ native cohort
+
+template <typename P>
+absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) {
+  ALockWord& w = *lock.local<ALockWord>();
+  const rdma::RemotePtr me = Descriptor(slot);
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  d.budget.Store(alock_detail::kWaitingWord, std::memory_order_relaxed);
+  d.next.Store(0, std::memory_order_relaxed);
+
+  uint64_t pred;
+  if constexpr (P::kMutantLocalCpuOnRTail) {
+    // THE BUG (test-only): a CPU RMW on the NIC's word. NicWord has no such
+    // member, so the mutant has to launder the type to even express it.
+    pred = reinterpret_cast<CpuWord&>(w.r_tail).Swap(me.raw(), std::memory_order_seq_cst);
+  } else {
+    pred = w.l_tail.Swap(me.raw(), std::memory_order_seq_cst);  // raise the local flag
+  }
+  if (pred != 0) {
+    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
+    if (p.is_local(self())) {
+      p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
+    } else {  // only the mutant can have a predecessor on another node here
+      absl::Status s = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(*session(), me.raw());
+      if (!s.ok()) return s;
+    }
+    auto b = AwaitBudget(lock, slot);
+    if (!b.ok()) return b.status();
+    if (*b > 0) {
+      slots_[slot].budget = *b;
+      ++stats_.handovers_in[0];
+      return absl::OkStatus();
+    }
+    // Budget exhausted: contend with the other cohort again.
+  }
+  return PetersonNative(lock, slot);
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::PetersonNative(rdma::RemotePtr lock, size_t slot) {
+  ALockWord& w = *lock.local<ALockWord>();
+  const Budgets budgets = ALockWord::UnpackBudgets(w.budgets.Load(std::memory_order_relaxed));
+  ++stats_.peterson_runs[0];
+  if constexpr (P::kMutantLocalCpuOnRTail) {
+    // The mutant's natives sit in the remote queue: they act as its members.
+    slots_[slot].budget = budgets.remote;
+    return absl::OkStatus();
+  }
+  w.victim.Store(kVictimLocal, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  internal::Spinner spin(options_);
+  bool waited = false;
+  absl::Status result;
+  for (;;) {
+    if (w.r_tail.Load(std::memory_order_seq_cst) == 0) break;
+    if (w.victim.Load(std::memory_order_seq_cst) != kVictimLocal) break;
+    if (!waited) {
+      waited = true;
+      ++stats_.peterson_waits[0];
+      if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kLocal);
+    }
+    if (!spin.Spin()) {
+      result = spin.Timeout("ALock: native Peterson wait for the remote cohort", lock);
+      break;
+    }
+  }
+  if (waited && observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kLocal);
+  if (!result.ok()) return result;
+  // The loads above that let us in synchronize with the remote cohort's
+  // release (NIC CAS on r_tail, or its RDMA WRITE of victim).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  slots_[slot].budget = budgets.local;
+  return absl::OkStatus();
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot) {
+  ALockWord& w = *lock.local<ALockWord>();
+  const rdma::RemotePtr me = Descriptor(slot);
+  uint64_t expected = me.raw();
+  bool alone;
+  if constexpr (P::kMutantLocalCpuOnRTail) {
+    alone = reinterpret_cast<CpuWord&>(w.r_tail).CompareExchange(expected, 0, std::memory_order_seq_cst);
+  } else {
+    alone = w.l_tail.CompareExchange(expected, 0, std::memory_order_acq_rel);  // lower the local flag
+  }
+  if (alone) return absl::OkStatus();
+  auto next = AwaitNext(lock, slot);
+  if (!next.ok()) return next.status();
+  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
+  const uint64_t handed = alock_detail::BudgetWord(slots_[slot].budget - 1);
+  if (n.is_local(self())) {
+    n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
+    return absl::OkStatus();
+  }
+  // Only the mutant can have a successor on another node here.
+  return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(*session(), handed);
+}
+
+// ------------------------------------------------------------ NIC cohort
+
+template <typename P>
+absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) {
+  rdma::Session& s = *session();
+  const rdma::RemotePtr me = Descriptor(slot);
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  d.budget.Store(alock_detail::kWaitingWord, std::memory_order_relaxed);
+  d.next.Store(0, std::memory_order_relaxed);
+  // Publish the reset before the NIC can make this descriptor reachable.
+  std::atomic_thread_fence(std::memory_order_release);
+
+  int attempts = 0;
+  auto pred = RemoteWord<NicWord>(lock + ALockWord::kRTailOffset).Swap(s, me.raw(), /*guess=*/0, &attempts);
+  stats_.swap_retries += static_cast<uint64_t>(attempts > 0 ? attempts - 1 : 0);
+  if (!pred.ok()) return pred.status();
+  if (*pred != 0) {
+    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
+    if (p.is_local(self())) {
+      // The predecessor's descriptor is in my own memory: a plain CPU store to
+      // a PlainWord is allowed and saves a NIC op.
+      p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
+    } else {
+      absl::Status st = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(s, me.raw());
+      if (!st.ok()) return st;
+    }
+    auto b = AwaitBudget(lock, slot);
+    if (!b.ok()) return b.status();
+    if (*b > 0) {
+      slots_[slot].budget = *b;
+      ++stats_.handovers_in[1];
+      return absl::OkStatus();
+    }
+  }
+  return PetersonRemote(lock, slot);
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot) {
+  rdma::Session& s = *session();
+  ++stats_.peterson_runs[1];
+  alignas(64) uint64_t line[8];
+  {
+    // victim = remote, then read the whole line, one doorbell, one round trip.
+    // Same QP: the responder executes the WRITE before the READ.
+    rdma::Batch b(s, lock.node());
+    RemoteWord<PlainWord>(lock + ALockWord::kVictimOffset).WriteIn(b, kVictimRemote);
+    b.Read(lock, line, sizeof line);
+    if (absl::Status st = b.Execute(); !st.ok()) return st;
+  }
+  internal::Spinner spin(options_);
+  bool waited = false;
+  absl::Status result;
+  for (;;) {
+    const uint64_t l_tail = line[ALockWord::kLTailOffset / 8];
+    const uint64_t victim = line[ALockWord::kVictimOffset / 8];
+    if (l_tail == 0 || victim != kVictimRemote) break;
+    if (!waited) {
+      waited = true;
+      ++stats_.peterson_waits[1];
+      if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kRemote);
+    }
+    if (!spin.Spin()) {
+      result = spin.Timeout("ALock: remote Peterson wait for the local cohort", lock);
+      break;
+    }
+    if (absl::Status st = s.Read(lock, line, sizeof line); !st.ok()) {
+      result = st;
+      break;
+    }
+  }
+  if (waited && observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kRemote);
+  if (!result.ok()) return result;
+  slots_[slot].budget = ALockWord::UnpackBudgets(line[ALockWord::kBudgetsOffset / 8]).remote;
+  return absl::OkStatus();
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot) {
+  rdma::Session& s = *session();
+  const rdma::RemotePtr me = Descriptor(slot);
+  auto old = RemoteWord<NicWord>(lock + ALockWord::kRTailOffset).Cas(s, me.raw(), 0);
+  if (!old.ok()) return old.status();
+  if (*old == me.raw()) return absl::OkStatus();  // no successor: lowered the remote flag
+  auto next = AwaitNext(lock, slot);
+  if (!next.ok()) return next.status();
+  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
+  const uint64_t handed = alock_detail::BudgetWord(slots_[slot].budget - 1);
+  if (n.is_local(self())) {
+    n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
+    return absl::OkStatus();
+  }
+  return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(s, handed);
+}
+
+}  // namespace locks
+
+#endif  // LOCKS_ALOCK_IMPL_H_

@@ -1,0 +1,121 @@
+#ifndef LOCKS_INTERNAL_H_
+#define LOCKS_INTERNAL_H_
+
+// Helpers shared by the lock clients. Not part of the public API.
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "locks/lock.h"
+#include "rdma/remote_ptr.h"
+
+namespace locks::internal {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// A bounded wait: busy-spins `spins_before_yield` times, then yields the CPU
+// on every poll, and reports when `timeout` has passed. Reads the clock only
+// once it yields, so short waits cost nothing extra.
+class Spinner {
+ public:
+  explicit Spinner(const ClientOptions& o) : timeout_(o.timeout), yield_after_(o.spins_before_yield) {}
+
+  // Call after each unsuccessful poll. False once the deadline has passed.
+  bool Spin() {
+    ++n_;
+    if (n_ < yield_after_) {
+      CpuRelax();
+      return true;
+    }
+    if (n_ == yield_after_) deadline_ = std::chrono::steady_clock::now() + timeout_;
+    std::this_thread::yield();
+    return (n_ & 15) != 0 || std::chrono::steady_clock::now() < deadline_;
+  }
+  uint64_t spins() const { return n_; }
+
+  absl::Status Timeout(absl::string_view what, rdma::RemotePtr lock) const {
+    return absl::DeadlineExceededError(absl::StrCat(what, " on lock ", lock.node(), ":0x",
+                                                    absl::Hex(lock.address()), " took longer than ",
+                                                    absl::FormatDuration(absl::FromChrono(timeout_)),
+                                                    " (ClientOptions::timeout); a holder may have died"));
+  }
+
+ private:
+  std::chrono::nanoseconds timeout_;
+  int64_t yield_after_;
+  int64_t n_ = 0;
+  std::chrono::steady_clock::time_point deadline_{};
+};
+
+inline absl::Status CheckLockPtr(rdma::RemotePtr lock) {
+  if (lock.is_null()) return absl::InvalidArgumentError("null lock pointer");
+  if (lock.address() % kLockAlign != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("lock pointer 0x", absl::Hex(lock.address()), " is not ",
+                                                   kLockAlign, "-byte aligned"));
+  }
+  return absl::OkStatus();
+}
+
+// The locks a client holds, one descriptor line each.
+template <typename Extra>
+class HeldSlots {
+ public:
+  struct Slot {
+    rdma::RemotePtr lock;  // null = free
+    Extra extra{};
+  };
+  explicit HeldSlots(int n) : slots_(static_cast<size_t>(n)) {}
+
+  // Index of the slot holding `lock`, or -1.
+  int Find(rdma::RemotePtr lock) const {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].lock == lock) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  // A free slot for `lock`, or an error (already held / all in use).
+  absl::StatusOr<int> Reserve(rdma::RemotePtr lock) const {
+    int free = -1;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].lock == lock) {
+        return absl::FailedPreconditionError(absl::StrCat("lock ", lock.node(), ":0x", absl::Hex(lock.address()),
+                                                          " is already held by this client (not reentrant)"));
+      }
+      if (free < 0 && slots_[i].lock.is_null()) free = static_cast<int>(i);
+    }
+    if (free < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("client already holds ", slots_.size(),
+                                                       " locks (ClientOptions::max_held)"));
+    }
+    return free;
+  }
+  absl::StatusOr<int> Held(rdma::RemotePtr lock) const {
+    int i = Find(lock);
+    if (i < 0 || lock.is_null()) {
+      return absl::FailedPreconditionError(absl::StrCat("Unlock: lock ", lock.node(), ":0x",
+                                                        absl::Hex(lock.address()), " is not held by this client"));
+    }
+    return i;
+  }
+  Slot& operator[](int i) { return slots_[static_cast<size_t>(i)]; }
+  const Slot& operator[](int i) const { return slots_[static_cast<size_t>(i)]; }
+  size_t size() const { return slots_.size(); }
+
+ private:
+  std::vector<Slot> slots_;
+};
+
+}  // namespace locks::internal
+
+#endif  // LOCKS_INTERNAL_H_

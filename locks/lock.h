@@ -1,0 +1,206 @@
+#ifndef LOCKS_LOCK_H_
+#define LOCKS_LOCK_H_
+
+// The common lock interface: lock tables in registered memory, addressed by
+// rdma::RemotePtr, and a per-thread LockClient that acquires and releases them
+// over the native, loopback or remote path (DESIGN §2, §4).
+//
+// Quick start (what a structure built on the locks does):
+//
+//   // Once, on the node that owns the locks (before publishing the table):
+//   auto table = locks::LockTable::Create(cluster->node(0), /*count=*/1024,
+//                                         {locks::LockKind::kALock, {.local = 5, .remote = 5}});
+//   // Per thread (each thread its own Session; the client lives on that node):
+//   auto session = cluster->NewSession(my_node);
+//   auto client = locks::ALockClient::Create(cluster->node(my_node), session->get());
+//   // or, kind-agnostic: locks::NewLockClient(kind, node, session, options)
+//   RemotePtr l = table->at(key % table->size());
+//   if (absl::Status s = (*client)->Lock(l); !s.ok()) ...      // native if l is on my node
+//   ... critical section ...
+//   (*client)->Unlock(l);
+//   (*client)->Lock(l, locks::Path::kLoopback);               // force the NIC path on my node
+//
+// Every lock kind occupies one 64-byte, 64-aligned line (kLockBytes), and the
+// all-zero line is a valid unlocked lock with default parameters, so a lock
+// may also be embedded in a caller's own zero-filled arena allocation (call
+// InitLock to set non-default budgets before publishing it).
+//
+// Threading: a LockClient is used by one thread (like its Session). Locks are
+// not reentrant. A client may hold up to ClientOptions::max_held locks at once
+// (each held lock uses one of its descriptors).
+//
+// Errors: a NIC failure during Lock/Unlock (error completion, dead node,
+// completion timeout) is returned as a non-OK absl::Status; a wait that exceeds
+// ClientOptions::timeout returns DeadlineExceeded. Nothing waits forever.
+// After an error the lock may be left unusable (as with any queue lock whose
+// member vanished); the caller treats it like a crashed holder.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rdma/node.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+
+namespace locks {
+
+// Every lock kind is one line of this size and alignment.
+inline constexpr size_t kLockBytes = 64;
+inline constexpr size_t kLockAlign = 64;
+
+enum class LockKind {
+  kALock,     // asymmetric cohort lock (locks/alock.h); native path uses no NIC op
+  kRdmaSpin,  // NIC CAS to acquire, RDMA WRITE to release; every thread via the NIC
+  kRdmaMcs,   // MCS queue, every thread (local ones too, over loopback) via the NIC
+  kLocalMcs,  // MCS with CPU atomics; native path only (the native ceiling)
+};
+// "alock", "rdma-spin", "rdma-mcs", "local-mcs".
+absl::string_view LockKindName(LockKind k);
+absl::StatusOr<LockKind> ParseLockKind(absl::string_view name);
+
+// How a thread on the lock's node reaches it. Threads on other nodes always use
+// the remote path.
+enum class Path {
+  kAuto,      // native (CPU) when the lock is on my node, else remote
+  kLoopback,  // always through the NIC, over the loopback QP when on my node
+};
+
+// Which side of an ALock an acquire joined: the native (CPU) cohort or the
+// NIC (remote + loopback) cohort. For the other kinds, kLocal means "served by
+// the CPU" (local MCS) and kRemote "served by the NIC".
+enum class Cohort : uint8_t { kLocal = 0, kRemote = 1 };
+absl::string_view CohortName(Cohort c);
+
+// ALock budgets: how many consecutive acquisitions one cohort may make while
+// the other cohort waits (DESIGN §4). Must be >= 1; the paper used 5 and 5.
+struct Budgets {
+  int32_t local = 5;
+  int32_t remote = 5;
+};
+inline constexpr int32_t kDefaultBudget = 5;
+inline constexpr int32_t kMaxBudget = 1 << 30;
+
+struct LockInit {
+  LockKind kind = LockKind::kALock;
+  Budgets budgets;  // ALock only; ignored by the baselines
+};
+
+// Initializes the lock line at `lock` (on node `self`, zero-filled, not yet
+// visible to other threads) with CPU stores. A zero line is already a valid
+// lock of every kind with default budgets; this only matters for non-default
+// ALock budgets. InvalidArgument when `lock` is not on `self`, misaligned, or a
+// budget is out of 1..kMaxBudget.
+absl::Status InitLock(rdma::RemotePtr lock, rdma::NodeId self, const LockInit& init);
+
+// `count` locks in consecutive lines of one node's arena. Copyable handle; the
+// memory stays until Destroy.
+class LockTable {
+ public:
+  LockTable() = default;
+  // Allocates and initializes the locks on `node`. Call on the owning node,
+  // before any thread uses them (InitLock's rule).
+  static absl::StatusOr<LockTable> Create(rdma::Node& node, size_t count, const LockInit& init);
+  // Returns the memory to the node. No thread may use or hold the locks.
+  void Destroy(rdma::Node& node);
+
+  rdma::RemotePtr at(size_t i) const { return base_ + i * kLockBytes; }
+  rdma::RemotePtr base() const { return base_; }
+  size_t size() const { return count_; }
+  rdma::NodeId node() const { return base_.node(); }
+  const LockInit& init() const { return init_; }
+
+ private:
+  rdma::RemotePtr base_;
+  size_t count_ = 0;
+  LockInit init_;
+};
+
+struct ClientOptions {
+  // Locks this client may hold at the same time (descriptors it allocates in
+  // its node's arena, one 64-byte line each).
+  int max_held = 8;
+  // Longest a single Lock() waits (queue + Peterson) or Unlock() waits for a
+  // successor's link before returning DeadlineExceeded.
+  std::chrono::nanoseconds timeout = std::chrono::seconds(30);
+  // Busy-spin iterations before a waiter starts yielding its CPU (2-core
+  // machines: the holder and the soft NIC need it).
+  int spins_before_yield = 64;
+};
+
+// One thread's handle for acquiring locks of one kind. Not thread-safe.
+class LockClient {
+ public:
+  virtual ~LockClient() = default;
+  LockClient(const LockClient&) = delete;
+  LockClient& operator=(const LockClient&) = delete;
+
+  virtual LockKind kind() const = 0;
+
+  // Acquires `lock` (a line from a LockTable or InitLock). Blocks until held,
+  // the timeout passes (DeadlineExceeded), or the NIC fails. Errors:
+  //   FailedPrecondition: already held by this client; a NIC path is needed
+  //     but the client has no Session; local-mcs on a lock of another node.
+  //   ResourceExhausted: already holding max_held locks.
+  virtual absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) = 0;
+  // Releases a lock this client holds (over the path it was acquired on).
+  // FailedPrecondition when not held by this client.
+  virtual absl::Status Unlock(rdma::RemotePtr lock) = 0;
+
+  // The cohort/path an acquire of `lock` with `path` would take from here.
+  virtual Cohort CohortFor(rdma::RemotePtr lock, Path path = Path::kAuto) const = 0;
+  // Whether this client currently holds `lock`.
+  virtual bool Holds(rdma::RemotePtr lock) const = 0;
+
+  rdma::NodeId self() const { return self_; }
+  rdma::Session* session() const { return session_; }
+
+ protected:
+  LockClient(rdma::NodeId self, rdma::Session* session) : self_(self), session_(session) {}
+
+ private:
+  rdma::NodeId self_;
+  rdma::Session* session_;
+};
+
+// A client of `kind` for the calling thread, living on `node`. `session` is
+// the thread's own Session on `node`; it may be null only for kLocalMcs and
+// for an ALock client that only ever takes local locks natively. `node` must
+// outlive the client (it frees its descriptors there).
+absl::StatusOr<std::unique_ptr<LockClient>> NewLockClient(LockKind kind, rdma::Node& node,
+                                                          rdma::Session* session,
+                                                          const ClientOptions& options = {});
+
+// RAII: Lock in the constructor, Unlock in Release() or the destructor.
+// Check status() before entering the critical section.
+class LockGuard {
+ public:
+  LockGuard(LockClient& client, rdma::RemotePtr lock, Path path = Path::kAuto)
+      : client_(&client), lock_(lock), status_(client.Lock(lock, path)) {}
+  ~LockGuard() { (void)Release(); }
+  LockGuard(const LockGuard&) = delete;
+  LockGuard& operator=(const LockGuard&) = delete;
+
+  const absl::Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+  // Unlocks now (once). Returns Unlock's status, or OK if not held.
+  absl::Status Release() {
+    if (client_ == nullptr || !status_.ok()) return absl::OkStatus();
+    LockClient* c = std::exchange(client_, nullptr);
+    return c->Unlock(lock_);
+  }
+
+ private:
+  LockClient* client_;
+  rdma::RemotePtr lock_;
+  absl::Status status_;
+};
+
+}  // namespace locks
+
+#endif  // LOCKS_LOCK_H_

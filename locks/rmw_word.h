@@ -1,0 +1,224 @@
+#ifndef LOCKS_RMW_WORD_H_
+#define LOCKS_RMW_WORD_H_
+
+// RMW-domain words (DESIGN §3): the types that make "who may read-modify-write
+// this 8-byte word" visible, and enforce it.
+//
+// An RNIC's atomics (CAS, FAA) are atomic only among NIC atomics on the same
+// device; a CPU `lock cmpxchg` and an RDMA CAS on the same word can both
+// "succeed". So every shared 8-byte word in registered memory has exactly one
+// RMW domain:
+//
+//   type        RMW'd by                      the other side may only
+//   ----------  ----------------------------  ------------------------------
+//   CpuWord     CPU atomics on the owner node RDMA READ it / RDMA WRITE it
+//   NicWord     NIC atomics (remote or        CPU-load it / CPU-store it
+//               loopback RDMA CAS/FAA)
+//   PlainWord   nobody                        load/store from both sides
+//
+// All three are exactly 8 bytes, 8-aligned, standard layout and trivially
+// destructible; the all-zero bit pattern is the value 0, so they can be placed
+// in zero-filled arena memory (rdma::Node::Allocate) and used at once.
+//
+// Local (CPU-side) access goes through the word object itself; every CPU access
+// is atomic (std::atomic_ref), because the NIC may copy the same word at any
+// time (the soft NIC uses 8-byte __atomic loads/stores; TSan checks this).
+//
+// Remote (NIC-side) access goes through RemoteWord<W>, a RemotePtr that is
+// known to point at a W. It works for the remote and the loopback path alike
+// (the Session picks the QP by the pointer's node).
+//
+// Misuse fails to compile:
+//   NicWord& w = ...;          w.Cas(0, 1);            // error: NicWord has no CPU RMW
+//   RemoteWord<CpuWord> r(p);  r.Cas(session, 0, 1);   // error: constraint not satisfied
+//   RemoteWord<PlainWord> q(p);q.FetchAdd(session, 1); // error: constraint not satisfied
+// tests/locks/rmw_word_test.cc asserts these with concepts (static_assert), so
+// a change that re-adds such a member breaks the build of that test.
+// Misuse that the type system cannot see (RemoteWord::Local on a pointer that
+// is not on this node, a misaligned word) aborts in debug builds.
+//
+// What the types cannot police: raw rdma::Session::CompareAndSwap on a
+// RemotePtr, or reinterpret_cast to a different word type. Do not do that
+// for words in shared structures; declare the field with the right type.
+
+#include <atomic>
+#include <cassert>
+#include <cstdint>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+
+namespace locks {
+
+enum class RmwDomain {
+  kCpu,   // CPU atomics only
+  kNic,   // NIC atomics only
+  kNone,  // loads and plain stores only, from both sides
+};
+
+namespace internal {
+// Shared by the three word types: atomic 8-byte loads and stores of one word.
+class WordBase {
+ public:
+  constexpr WordBase() = default;
+  constexpr explicit WordBase(uint64_t v) : value_(v) {}
+  WordBase(const WordBase&) = delete;
+  WordBase& operator=(const WordBase&) = delete;
+
+  // Atomic 8-byte load. Never a read-modify-write.
+  uint64_t Load(std::memory_order order = std::memory_order_acquire) const {
+    return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(value_)).load(order);
+  }
+  // Atomic 8-byte plain store (not a read-modify-write): allowed from the
+  // non-RMW side by the domain rule.
+  void Store(uint64_t v, std::memory_order order = std::memory_order_release) {
+    std::atomic_ref<uint64_t>(value_).store(v, order);
+  }
+
+ protected:
+  uint64_t& raw() { return value_; }
+
+ private:
+  alignas(8) uint64_t value_ = 0;
+};
+}  // namespace internal
+
+// A word whose RMW domain is the CPU of the owning node. Local threads may
+// CAS/swap/FAA it; threads on other nodes may only RDMA READ it or plainly
+// RDMA WRITE it (RemoteWord<CpuWord>::Read/Write).
+class CpuWord : public internal::WordBase {
+ public:
+  static constexpr RmwDomain kDomain = RmwDomain::kCpu;
+  using WordBase::WordBase;
+
+  // CAS. Returns the value seen; succeeded iff it equals `expected`.
+  uint64_t Cas(uint64_t expected, uint64_t desired, std::memory_order order = std::memory_order_acq_rel) {
+    std::atomic_ref<uint64_t>(raw()).compare_exchange_strong(expected, desired, order,
+                                                             FailureOrder(order));
+    return expected;
+  }
+  // CAS in the std::atomic shape: updates `expected` on failure.
+  bool CompareExchange(uint64_t& expected, uint64_t desired,
+                       std::memory_order order = std::memory_order_acq_rel) {
+    return std::atomic_ref<uint64_t>(raw()).compare_exchange_strong(expected, desired, order,
+                                                                    FailureOrder(order));
+  }
+  // Atomic exchange. Returns the old value.
+  uint64_t Swap(uint64_t desired, std::memory_order order = std::memory_order_acq_rel) {
+    return std::atomic_ref<uint64_t>(raw()).exchange(desired, order);
+  }
+  // Atomic fetch-and-add. Returns the old value.
+  uint64_t FetchAdd(uint64_t delta, std::memory_order order = std::memory_order_acq_rel) {
+    return std::atomic_ref<uint64_t>(raw()).fetch_add(delta, order);
+  }
+
+ private:
+  static constexpr std::memory_order FailureOrder(std::memory_order o) {
+    return o == std::memory_order_acq_rel || o == std::memory_order_release ? std::memory_order_acquire : o;
+  }
+};
+
+// A word whose RMW domain is the NIC. Every RMW, also from a thread on the
+// owning node, goes through a Session: RemoteWord<NicWord>::Cas/Swap/FetchAdd
+// (a local thread uses its loopback QP). Local threads may only Load() it and
+// plainly Store() it. There is deliberately no CPU RMW member here.
+class NicWord : public internal::WordBase {
+ public:
+  static constexpr RmwDomain kDomain = RmwDomain::kNic;
+  using WordBase::WordBase;
+};
+
+// A word nobody read-modify-writes: both sides only load it and plainly store
+// it (a CPU store, or an RDMA WRITE). E.g. ALock's `victim`, MCS descriptors.
+class PlainWord : public internal::WordBase {
+ public:
+  static constexpr RmwDomain kDomain = RmwDomain::kNone;
+  using WordBase::WordBase;
+};
+
+template <typename W>
+concept RmwWord = std::is_base_of_v<internal::WordBase, W> && sizeof(W) == 8 && alignof(W) == 8 &&
+                  std::is_standard_layout_v<W> && std::is_trivially_destructible_v<W>;
+
+static_assert(RmwWord<CpuWord> && RmwWord<NicWord> && RmwWord<PlainWord>);
+
+// A RemotePtr that points at a W: the NIC-side handle of a word. Cheap to
+// copy (8 bytes). Every method is one work request; the blocking ones cost one
+// doorbell and one round trip, the *In ones add a WR to a caller's Batch (same
+// target node) so several go out with one doorbell.
+template <RmwWord W>
+class RemoteWord {
+ public:
+  using Word = W;
+  constexpr RemoteWord() = default;
+  constexpr explicit RemoteWord(rdma::RemotePtr p) : ptr_(p) {}
+
+  constexpr rdma::RemotePtr ptr() const { return ptr_; }
+
+  // The word itself, for CPU access by a thread on the owning node. Aborts in
+  // debug builds when the word is not on `self`.
+  W& Local(rdma::NodeId self) const {
+    assert(ptr_.is_local(self) && "RemoteWord::Local on a word of another node");
+    assert(ptr_.address() % 8 == 0 && "misaligned RMW word");
+    return *ptr_.local<W>();
+  }
+
+  // --- Any domain: RDMA READ (single-copy atomic) and plain RDMA WRITE.
+  absl::StatusOr<uint64_t> Read(rdma::Session& s) const { return s.Read64(ptr_); }
+  absl::Status Write(rdma::Session& s, uint64_t v) const { return s.Write64(ptr_, v); }
+  void ReadIn(rdma::Batch& b, uint64_t* out) const { b.Read(ptr_, out, 8); }
+  void WriteIn(rdma::Batch& b, uint64_t v) const { b.Write64(ptr_, v); }
+
+  // --- NIC domain only: NIC atomics. Each returns the old value.
+  absl::StatusOr<uint64_t> Cas(rdma::Session& s, uint64_t expected, uint64_t desired) const
+    requires(W::kDomain == RmwDomain::kNic)
+  {
+    assert(ptr_.address() % 8 == 0 && "misaligned NIC atomic");
+    return s.CompareAndSwap(ptr_, expected, desired);
+  }
+  absl::StatusOr<uint64_t> FetchAdd(rdma::Session& s, uint64_t delta) const
+    requires(W::kDomain == RmwDomain::kNic)
+  {
+    assert(ptr_.address() % 8 == 0 && "misaligned NIC atomic");
+    return s.FetchAndAdd(ptr_, delta);
+  }
+  // Verbs has no swap: a CAS loop starting from `guess` (the caller's best
+  // guess of the current value; 0 for an empty queue tail). One NIC op and one
+  // round trip when the guess is right, one more per miss. `attempts`, if
+  // given, receives the number of CAS operations issued.
+  absl::StatusOr<uint64_t> Swap(rdma::Session& s, uint64_t desired, uint64_t guess = 0,
+                                int* attempts = nullptr) const
+    requires(W::kDomain == RmwDomain::kNic)
+  {
+    int n = 0;
+    for (;;) {
+      ++n;
+      auto old = Cas(s, guess, desired);
+      if (!old.ok() || *old == guess) {
+        if (attempts != nullptr) *attempts = n;
+        return old;
+      }
+      guess = *old;
+    }
+  }
+  void CasIn(rdma::Batch& b, uint64_t expected, uint64_t desired, uint64_t* old) const
+    requires(W::kDomain == RmwDomain::kNic)
+  {
+    b.CompareAndSwap(ptr_, expected, desired, old);
+  }
+  void FetchAddIn(rdma::Batch& b, uint64_t delta, uint64_t* old) const
+    requires(W::kDomain == RmwDomain::kNic)
+  {
+    b.FetchAndAdd(ptr_, delta, old);
+  }
+
+ private:
+  rdma::RemotePtr ptr_;
+};
+
+}  // namespace locks
+
+#endif  // LOCKS_RMW_WORD_H_
