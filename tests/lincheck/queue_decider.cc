@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace lincheck {
@@ -13,6 +14,8 @@ namespace {
 
 constexpr int kNone = -1;
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
+// Most ways the pending dequeues may have taken effect that we try.
+constexpr int64_t kMaxPendingChoices = 4096;
 
 // The enqueue and dequeue of one value (operation indices).
 struct ValueOps {
@@ -22,6 +25,7 @@ struct ValueOps {
 
 PartitionOutcome Violation(std::string explanation, std::vector<size_t> witnesses) {
   std::sort(witnesses.begin(), witnesses.end());
+  witnesses.erase(std::unique(witnesses.begin(), witnesses.end()), witnesses.end());
   PartitionOutcome outcome;
   outcome.verdict = Verdict::kIllegal;
   outcome.explanation = std::move(explanation);
@@ -34,41 +38,59 @@ class Decider {
   explicit Decider(const History& ops) : ops_(ops) {}
 
   std::optional<PartitionOutcome> Run() {
-    // Index values; reject histories outside the preconditions.
+    if (!PreconditionsHold()) return std::nullopt;
+    if (auto v = Index()) return v;
+    if (pending_.empty()) {
+      if (auto v = CheckAll()) return v;
+      return PartitionOutcome{};
+    }
+    if (!ChooseCandidates()) return std::nullopt;
+    used_.assign(candidates_.size(), false);
+    if (TryPendingChoices(0)) return PartitionOutcome{};
+    first_violation_->explanation = absl::StrCat(
+        first_violation_->explanation, " (and likewise however the ",
+        pending_.size(), " pending dequeue(s) took effect)");
+    return std::move(first_violation_);
+  }
+
+ private:
+  bool PreconditionsHold() const {
+    absl::flat_hash_set<int64_t> enqueued;
+    for (const Operation& op : ops_) {
+      if (op.op != "enqueue") continue;
+      if (!op.pending() && !op.result.empty() && op.result[0] == 0) return false;
+      if (!enqueued.insert(op.args[0]).second) return false;
+    }
+    return true;
+  }
+
+  // Indexes values by their enqueue and completed dequeue, and collects
+  // empty and pending dequeues. Returns violations visible at once.
+  std::optional<PartitionOutcome> Index() {
     for (size_t i = 0; i < ops_.size(); ++i) {
       const Operation& op = ops_[i];
       if (op.op == "enqueue") {
-        if (!op.pending() && !op.result.empty() && op.result[0] == 0) {
-          return std::nullopt;
-        }
-        ValueOps& value = Lookup(op.args[0]);
-        if (value.enq != kNone) return std::nullopt;
-        value.enq = static_cast<int>(i);
-        continue;
-      }
-      if (op.pending()) return std::nullopt;
-      if (op.result[0] == 0) {
+        Lookup(op.args[0]).enq = static_cast<int>(i);
+      } else if (op.pending()) {
+        pending_.push_back(static_cast<int>(i));
+      } else if (op.result[0] == 0) {
         if (op.result[1] != 0) {
           return Violation("a dequeue reported empty with a nonzero value", {i});
         }
         empties_.push_back(static_cast<int>(i));
-        continue;
+      } else {
+        ValueOps& value = Lookup(op.result[1]);
+        if (value.deq != kNone) {
+          return Violation(absl::StrCat("repeat: value ", op.result[1],
+                                        " was dequeued twice"),
+                           {static_cast<size_t>(value.deq), i});
+        }
+        value.deq = static_cast<int>(i);
       }
-      ValueOps& value = Lookup(op.result[1]);
-      if (value.deq != kNone) {
-        return Violation(absl::StrCat("repeat: value ", op.result[1],
-                                      " was dequeued twice"),
-                         {static_cast<size_t>(value.deq), i});
-      }
-      value.deq = static_cast<int>(i);
     }
-    if (auto v = CheckFresh()) return v;
-    if (auto v = CheckOrder()) return v;
-    if (auto v = CheckEmpty()) return v;
-    return PartitionOutcome{};
+    return std::nullopt;
   }
 
- private:
   // The record of `value`, created on first sight; value_order_ keeps the
   // order of first sight so that reports are deterministic.
   ValueOps& Lookup(int64_t value) {
@@ -79,6 +101,91 @@ class Decider {
 
   int64_t Response(int i) const { return ops_[i].response_ns; }
   int64_t Invoke(int i) const { return ops_[i].invoke_ns; }
+  int64_t EnqueuedValue(const ValueOps& v) const { return ops_[v.enq].args[0]; }
+
+  // Values that take part in every linearization: all but those whose
+  // enqueue is pending and which nobody dequeued (such an enqueue is deemed
+  // never to have taken effect, the most permissive choice).
+  std::vector<ValueOps> Effective() const {
+    std::vector<ValueOps> effective;
+    for (int64_t value : value_order_) {
+      const ValueOps& v = values_.at(value);
+      if (v.enq == kNone) continue;
+      if (ops_[v.enq].pending() && v.deq == kNone) continue;
+      effective.push_back(v);
+    }
+    return effective;
+  }
+
+  // --- Pending dequeues. ---------------------------------------------------
+  //
+  // A pending dequeue either never took effect (or found the queue empty,
+  // which changes nothing) or removed one value that no completed dequeue
+  // returned; it then acts as a dequeue of that value that never returns.
+  // We try every such assignment, which is exact. Values removed are always
+  // a prefix of the enqueue order, so a value that more than
+  // (completed value dequeues + pending dequeues) values must precede cannot
+  // be removed by a pending dequeue; that bounds the candidates.
+
+  bool ChooseCandidates() {
+    std::vector<ValueOps> effective = Effective();
+    std::vector<int64_t> enq_responses;
+    int64_t dequeued = 0;
+    for (const ValueOps& v : effective) {
+      enq_responses.push_back(Response(v.enq));
+      if (v.deq != kNone) ++dequeued;
+    }
+    std::sort(enq_responses.begin(), enq_responses.end());
+    const int64_t reach = dequeued + static_cast<int64_t>(pending_.size());
+    for (const ValueOps& v : effective) {
+      if (v.deq != kNone) continue;
+      const int64_t predecessors =
+          std::lower_bound(enq_responses.begin(), enq_responses.end(), Invoke(v.enq)) -
+          enq_responses.begin();
+      if (predecessors < reach) candidates_.push_back(EnqueuedValue(v));
+    }
+    std::stable_sort(candidates_.begin(), candidates_.end(), [&](int64_t a, int64_t b) {
+      return Response(values_.at(a).enq) < Response(values_.at(b).enq);
+    });
+    // Injective partial maps from pending dequeues to candidates.
+    const int64_t k = static_cast<int64_t>(pending_.size());
+    const int64_t c = static_cast<int64_t>(candidates_.size());
+    int64_t choices = 0, term = 1;  // term: C(k, j) * c! / (c - j)!
+    for (int64_t j = 0; j <= std::min(k, c); ++j) {
+      choices += term;
+      if (choices > kMaxPendingChoices) return false;
+      term = term * (k - j) / (j + 1) * (c - j);
+    }
+    return true;
+  }
+
+  // Assigns pending dequeue `p` onwards; true once some assignment passes.
+  bool TryPendingChoices(size_t p) {
+    if (p == pending_.size()) {
+      std::optional<PartitionOutcome> violation = CheckAll();
+      if (!violation) return true;
+      if (!first_violation_) first_violation_ = std::move(violation);
+      return false;
+    }
+    for (size_t c = 0; c < candidates_.size(); ++c) {
+      if (used_[c]) continue;
+      used_[c] = true;
+      values_.at(candidates_[c]).deq = pending_[p];
+      const bool passed = TryPendingChoices(p + 1);
+      values_.at(candidates_[c]).deq = kNone;
+      used_[c] = false;
+      if (passed) return true;
+    }
+    return TryPendingChoices(p + 1);  // it never took effect
+  }
+
+  // --- The four violations. ------------------------------------------------
+
+  std::optional<PartitionOutcome> CheckAll() {
+    if (auto v = CheckFresh()) return v;
+    if (auto v = CheckOrder()) return v;
+    return CheckEmpty();
+  }
 
   std::optional<PartitionOutcome> CheckFresh() {
     for (int64_t value : value_order_) {
@@ -99,37 +206,25 @@ class Decider {
     return std::nullopt;
   }
 
-  // Values that take part in every linearization: all but those whose
-  // enqueue is pending and which nobody dequeued.
-  std::vector<ValueOps> Effective() const {
-    std::vector<ValueOps> effective;
-    for (int64_t value : value_order_) {
-      const ValueOps& v = values_.at(value);
-      if (v.enq == kNone) continue;
-      if (ops_[v.enq].pending() && v.deq == kNone) continue;
-      effective.push_back(v);
-    }
-    return effective;
-  }
-
   // order: for each dequeued b, among the enqueues a with enq(a) <h enq(b),
-  // the one whose dequeue starts last (never = forever) must start before
-  // deq(b) returns.
+  // take the one whose dequeue starts last (never dequeued counts as last of
+  // all); it must be dequeued, and its dequeue must start before deq(b)
+  // returns.
   std::optional<PartitionOutcome> CheckOrder() {
     std::vector<ValueOps> effective = Effective();
     std::stable_sort(effective.begin(), effective.end(),
-              [&](const ValueOps& x, const ValueOps& y) {
-                return Response(x.enq) < Response(y.enq);
-              });
-    // best[k]: among effective[0..k], the one whose dequeue starts last.
-    std::vector<int> best(effective.size());
+                     [&](const ValueOps& x, const ValueOps& y) {
+                       return Response(x.enq) < Response(y.enq);
+                     });
     auto deq_start = [&](const ValueOps& v) {
       return v.deq == kNone ? kForever : Invoke(v.deq);
     };
+    // latest[k]: among effective[0..k], the one whose dequeue starts last.
+    std::vector<int> latest(effective.size());
     for (size_t k = 0; k < effective.size(); ++k) {
-      best[k] = (k > 0 && deq_start(effective[best[k - 1]]) >= deq_start(effective[k]))
-                    ? best[k - 1]
-                    : static_cast<int>(k);
+      latest[k] = (k > 0 && deq_start(effective[latest[k - 1]]) >= deq_start(effective[k]))
+                      ? latest[k - 1]
+                      : static_cast<int>(k);
     }
     for (const ValueOps& b : effective) {
       if (b.deq == kNone) continue;
@@ -138,10 +233,10 @@ class Decider {
           effective.begin(), effective.end(),
           [&](const ValueOps& a) { return Response(a.enq) < Invoke(b.enq); });
       if (end == effective.begin()) continue;
-      const ValueOps& a = effective[best[end - effective.begin() - 1]];
-      if (deq_start(a) <= Response(b.deq)) continue;
-      const int64_t va = ops_[a.enq].args[0];
-      const int64_t vb = ops_[b.enq].args[0];
+      const ValueOps& a = effective[latest[end - effective.begin() - 1]];
+      if (a.deq != kNone && Invoke(a.deq) <= Response(b.deq)) continue;
+      const int64_t va = EnqueuedValue(a);
+      const int64_t vb = EnqueuedValue(b);
       std::vector<size_t> witnesses = {static_cast<size_t>(a.enq),
                                        static_cast<size_t>(b.enq),
                                        static_cast<size_t>(b.deq)};
@@ -169,12 +264,14 @@ class Decider {
     struct Interval {
       int64_t begin, end;  // open
     };
-    std::vector<Interval> present;
     std::vector<ValueOps> effective = Effective();
+    auto presence = [&](const ValueOps& v) {
+      return Interval{Response(v.enq), v.deq == kNone ? kForever : Invoke(v.deq)};
+    };
+    std::vector<Interval> present;
     for (const ValueOps& v : effective) {
-      const int64_t begin = Response(v.enq);
-      const int64_t end = v.deq == kNone ? kForever : Invoke(v.deq);
-      if (begin < end) present.push_back({begin, end});
+      const Interval in = presence(v);
+      if (in.begin < in.end) present.push_back(in);
     }
     std::sort(present.begin(), present.end(),
               [](const Interval& x, const Interval& y) { return x.begin < y.begin; });
@@ -199,13 +296,11 @@ class Decider {
       std::vector<size_t> witnesses = {static_cast<size_t>(z)};
       std::string values;
       for (const ValueOps& v : effective) {
-        const int64_t begin = Response(v.enq);
-        const int64_t end = v.deq == kNone ? kForever : Invoke(v.deq);
-        if (begin < end && begin < Response(z) && end > Invoke(z)) {
+        const Interval in = presence(v);
+        if (in.begin < in.end && in.begin < Response(z) && in.end > Invoke(z)) {
           witnesses.push_back(v.enq);
           if (v.deq != kNone) witnesses.push_back(v.deq);
-          absl::StrAppend(&values, values.empty() ? "" : ", ",
-                          ops_[v.enq].args[0]);
+          absl::StrAppend(&values, values.empty() ? "" : ", ", EnqueuedValue(v));
         }
       }
       return Violation(
@@ -221,6 +316,10 @@ class Decider {
   absl::flat_hash_map<int64_t, ValueOps> values_;
   std::vector<int64_t> value_order_;
   std::vector<int> empties_;
+  std::vector<int> pending_;         // pending dequeues
+  std::vector<int64_t> candidates_;  // values a pending dequeue may remove
+  std::vector<bool> used_;
+  std::optional<PartitionOutcome> first_violation_;
 };
 
 }  // namespace

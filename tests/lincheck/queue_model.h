@@ -22,9 +22,11 @@ namespace lincheck {
 // Deciding: the generic search is exponential in the worst case, and a queue
 // history's state is its whole contents. For an unbounded queue, DecideFast
 // therefore uses a polynomial check (queue_decider.h) whenever its
-// preconditions hold: enqueued values are distinct and no dequeue is
-// pending. Otherwise the generic search runs, bounded by CheckOptions::timeout
-// (keep such histories short, a few hundred operations).
+// preconditions hold: enqueued values are distinct (make them so in tests,
+// e.g. thread id * 2^32 + counter) and at most a handful of dequeues are
+// pending. Otherwise the generic search runs, bounded by
+// CheckOptions::timeout; it copes with a few dozen operations, so keep such
+// histories short.
 class QueueModel : public Model {
  public:
   // capacity 0 means unbounded.
