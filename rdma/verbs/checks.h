@@ -1,0 +1,54 @@
+#ifndef RDMA_VERBS_CHECKS_H_
+#define RDMA_VERBS_CHECKS_H_
+
+// Start-up checks and pure mappings of the verbs backend. None of these needs
+// a device, so they are unit-tested on the host too.
+//
+// RequireAtomics and MemlockStatus are backend-neutral (they look only at
+// rdma::DeviceCaps and the process's rlimit). They live here because the
+// verbs backend owns rdma/verbs/ only; they can move to rdma/device.h later.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "rdma/completion.h"
+#include "rdma/device.h"
+
+namespace rdma::verbs {
+
+// Refuses a device whose NIC cannot do RDMA atomics (atomic_cap ==
+// IBV_ATOMIC_NONE): FailedPrecondition naming `device_name`, what needs the
+// atomics and what to do. With `need_global`, also refuses kHca (NIC atomics
+// that are not atomic with CPU atomics): only a design that mixes CPU and NIC
+// RMWs on one word would ask for that, and DESIGN §3 says not to.
+absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global = false,
+                            absl::string_view device_name = "the RDMA device");
+
+// The RLIMIT_MEMLOCK check behind memory registration. OK when `limit_bytes`
+// (RLIM_INFINITY = unlimited) covers `requested_bytes`; otherwise
+// ResourceExhausted that says the limit, the size, and how to raise it
+// (`ulimit -l unlimited`, /etc/security/limits.conf memlock, LimitMEMLOCK= for
+// systemd units, or CAP_IPC_LOCK).
+absl::Status MemlockStatus(uint64_t requested_bytes, uint64_t limit_bytes);
+// The same against this process's current soft limit. Call it at start-up
+// with the total you are about to register (arena + per-thread scratch).
+absl::Status CheckMemlockLimit(uint64_t requested_bytes);
+
+// ibv_wc_status (as int, so this header does not need <infiniband/verbs.h>)
+// onto the backend-neutral CompletionStatus.
+CompletionStatus MapWcStatus(int ibv_wc_status);
+
+// rdma::Access bits -> ibv_access_flags. InvalidArgument for unknown bits or a
+// combination verbs rejects (remote write/atomic without local write).
+absl::Status AccessToIbvFlags(uint32_t access, int* ibv_flags);
+
+// Formats a 16-byte GID as verbs tools print it ("fe80:0000:...").
+std::string GidToString(const uint8_t gid[16]);
+// True for an IPv4-mapped GID (::ffff:a.b.c.d) with a non-zero address.
+bool IsIpv4MappedGid(const uint8_t gid[16]);
+
+}  // namespace rdma::verbs
+
+#endif  // RDMA_VERBS_CHECKS_H_
