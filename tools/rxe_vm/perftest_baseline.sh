@@ -72,7 +72,7 @@ cmd_for() {  # test name -> perftest command line (without host)
 # Client with retries: the server may not be listening yet.
 run_client() {  # name port host
   local name=$1 port=$2 host=$3 try
-  for try in $(seq 60); do
+  for _ in $(seq 60); do
     # shellcheck disable=SC2046
     timeout 300 $(cmd_for "$name") -p "$port" "$host" >"$TMP/$name.client" 2>&1 && return 0
     grep -q "t_typical" "$TMP/$name.client" && return 0
