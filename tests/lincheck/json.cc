@@ -244,7 +244,7 @@ class Parser {
           break;
         }
         default:
-          --pos_;
+          pos_ -= 2;  // point at the backslash
           return Error("unknown escape in string");
       }
     }

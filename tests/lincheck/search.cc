@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/inlined_vector.h"
+#include "absl/hash/hash.h"
+#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
 
 namespace lincheck {
@@ -15,7 +16,7 @@ namespace {
 
 constexpr int kNil = -1;
 // How many search steps pass between two looks at the clock.
-constexpr uint64_t kClockInterval = 1024;
+constexpr uint64_t kClockInterval = 256;
 
 // One call or return event in the time-ordered list.
 struct Event {
@@ -94,27 +95,76 @@ class EventList {
   std::vector<Event> events_;
 };
 
-using Bits = absl::InlinedVector<uint64_t, 4>;
+using Bits = std::vector<uint64_t>;
 
-// A node of the search space: which operations are linearized, and the state
-// they lead to.
-struct CacheKey {
-  Bits linearized;
-  State state;
+// The configurations explored so far: (set of linearized operations, state)
+// pairs. Entries live in one pool, so an entry costs its data plus 24 bytes,
+// and the whole cache is freed at once (a search that gave up after millions
+// of configurations returns promptly).
+class ConfigCache {
+ public:
+  explicit ConfigCache(size_t words) : words_(words), set_(0, Hasher{}, Equal{this}) {}
+  ConfigCache(const ConfigCache&) = delete;
+  ConfigCache& operator=(const ConfigCache&) = delete;
 
-  friend bool operator==(const CacheKey&, const CacheKey&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const CacheKey& key) {
-    return H::combine(std::move(h), key.linearized, key.state);
+  // Adds the configuration; false if it was already present.
+  bool Insert(const Bits& linearized, const State& state) {
+    const Probe probe{absl::HashOf(absl::MakeConstSpan(linearized),
+                                   absl::MakeConstSpan(state)),
+                      linearized, absl::MakeConstSpan(state)};
+    if (set_.find(probe) != set_.end()) return false;
+    Entry entry{probe.hash, pool_.size(), static_cast<uint32_t>(state.size())};
+    pool_.insert(pool_.end(), linearized.begin(), linearized.end());
+    for (int64_t v : state) pool_.push_back(static_cast<uint64_t>(v));
+    set_.insert(entry);
+    return true;
   }
-};
 
-size_t ApproximateBytes(const CacheKey& key) {
-  size_t bytes = sizeof(CacheKey) + 8;  // slot plus table overhead
-  if (key.linearized.size() > 4) bytes += 8 * key.linearized.size();
-  if (key.state.size() > 4) bytes += 8 * key.state.size();
-  return bytes;
-}
+  size_t size() const { return set_.size(); }
+  size_t bytes() const {
+    return pool_.capacity() * sizeof(uint64_t) + set_.capacity() * (sizeof(Entry) + 1);
+  }
+
+ private:
+  struct Entry {
+    size_t hash;
+    size_t offset;  // into pool_: the linearized bits, then the state
+    uint32_t state_size;
+  };
+  struct Probe {
+    size_t hash;
+    const Bits& linearized;
+    absl::Span<const int64_t> state;
+  };
+  struct Hasher {
+    using is_transparent = void;
+    size_t operator()(const Entry& e) const { return e.hash; }
+    size_t operator()(const Probe& p) const { return p.hash; }
+  };
+  struct Equal {
+    using is_transparent = void;
+    const ConfigCache* cache;
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.hash == b.hash && a.state_size == b.state_size &&
+             std::equal(cache->At(a), cache->At(a) + cache->Size(a), cache->At(b));
+    }
+    bool operator()(const Entry& a, const Probe& p) const {
+      if (a.hash != p.hash || a.state_size != p.state.size()) return false;
+      const uint64_t* data = cache->At(a);
+      return std::equal(p.linearized.begin(), p.linearized.end(), data) &&
+             std::equal(p.state.begin(), p.state.end(), data + cache->words_,
+                        [](int64_t x, uint64_t y) { return static_cast<uint64_t>(x) == y; });
+    }
+    bool operator()(const Probe& p, const Entry& a) const { return (*this)(a, p); }
+  };
+
+  const uint64_t* At(const Entry& e) const { return pool_.data() + e.offset; }
+  size_t Size(const Entry& e) const { return words_ + e.state_size; }
+
+  const size_t words_;
+  std::vector<uint64_t> pool_;
+  absl::flat_hash_set<Entry, Hasher, Equal> set_;
+};
 
 void SetBit(Bits& bits, int i) { bits[i / 64] |= uint64_t{1} << (i % 64); }
 void ClearBit(Bits& bits, int i) { bits[i / 64] &= ~(uint64_t{1} << (i % 64)); }
@@ -132,12 +182,16 @@ PartitionOutcome SearchLinearization(const Model& model, const History& ops,
   };
   std::vector<Frame> stack;
   stack.reserve(ops.size());
+  // The deepest stack seen, copied lazily: only when the search is about to
+  // backtrack from it, so a search that never backtracks copies nothing.
   std::vector<size_t> longest;
+  size_t deepest = 0;
+  bool deepest_saved = true;
 
-  absl::flat_hash_set<CacheKey> cache;
-  size_t cache_bytes = 0;
-  CacheKey probe{Bits((ops.size() + 63) / 64, 0), model.Init()};
-  State& state = probe.state;
+  const size_t words = (ops.size() + 63) / 64;
+  ConfigCache cache(words);
+  Bits linearized(words, 0);
+  State state = model.Init();
 
   uint64_t steps = 0;
   int entry = list.first();
@@ -154,11 +208,10 @@ PartitionOutcome SearchLinearization(const Model& model, const History& ops,
       const Operation& op = ops[event.op];
       StepResult step = model.Step(state, op);
       if (step.ok || op.pending()) {
-        SetBit(probe.linearized, event.op);
+        SetBit(linearized, event.op);
         std::swap(state, step.next);  // `state` now holds the next state
-        if (cache.insert(probe).second) {
-          cache_bytes += ApproximateBytes(probe);
-          if (cache_bytes > limits.max_cache_bytes) {
+        if (cache.Insert(linearized, state)) {
+          if (cache.bytes() > limits.max_cache_bytes) {
             outcome.verdict = Verdict::kUnknown;
             outcome.explanation = absl::StrCat(
                 "gave up: the search cache exceeded ", limits.max_cache_bytes,
@@ -167,15 +220,15 @@ PartitionOutcome SearchLinearization(const Model& model, const History& ops,
           }
           stack.push_back({entry, std::move(step.next)});
           list.Lift(entry);
-          if (stack.size() > longest.size()) {
-            longest.clear();
-            for (const Frame& frame : stack) longest.push_back(list[frame.call].op);
+          if (stack.size() > deepest) {
+            deepest = stack.size();
+            deepest_saved = false;
           }
           entry = list.first();
           continue;
         }
         std::swap(state, step.next);
-        ClearBit(probe.linearized, event.op);
+        ClearBit(linearized, event.op);
       }
       entry = event.next;
       continue;
@@ -186,6 +239,11 @@ PartitionOutcome SearchLinearization(const Model& model, const History& ops,
       // linearized; the pending ones left over never took effect.
       break;
     }
+    if (!deepest_saved) {
+      longest.clear();
+      for (const Frame& frame : stack) longest.push_back(list[frame.call].op);
+      deepest_saved = true;
+    }
     if (stack.empty()) {
       outcome.verdict = Verdict::kIllegal;
       outcome.longest_linearization = std::move(longest);
@@ -195,7 +253,7 @@ PartitionOutcome SearchLinearization(const Model& model, const History& ops,
     const int call = top.call;
     state = std::move(top.state);
     stack.pop_back();
-    ClearBit(probe.linearized, list[call].op);
+    ClearBit(linearized, list[call].op);
     list.Unlift(call);
     entry = list[call].next;
   }
