@@ -1,0 +1,236 @@
+// Two nodes, each with its own Node + TcpConnector, doing READ/WRITE/CAS/FAA
+// and a Batch chain against each other's arena and their own (loopback), a
+// shared NIC-domain counter hit by both (remote + loopback), then checking
+// every result, with TCP barriers in between.
+//
+// Two modes:
+//  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
+//    RXE_NUM_NODES=2, RXE_NODE_ID=0|1, RXE_SELF_IP, RXE_PEER_IP; each guest
+//    runs this binary as one node on the verbs fabric. Port: RDMADS_TCP_PORT
+//    (default 7471).
+//  * otherwise, one process: both nodes on the first backend of
+//    RDMADS_FABRICS (default soft), their connectors on 127.0.0.1.
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "rdma/fabric.h"
+#include "rdma/node.h"
+#include "rdma/session.h"
+#include "rdma/verbs/tcp_connector.h"
+
+namespace rdma {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using verbs::TcpConnector;
+using verbs::TcpConnectorOptions;
+using verbs::TcpPeer;
+
+constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
+
+std::string Env(const char* name, const std::string& dflt = "") {
+  const char* v = std::getenv(name);
+  return v == nullptr ? dflt : std::string(v);
+}
+
+uint8_t Pattern(int writer, int owner, int i) { return static_cast<uint8_t>(i * 31 + writer * 7 + owner * 3 + 1); }
+
+#define RETURN_IF_ERROR(expr)                                                       \
+  do {                                                                              \
+    absl::Status _st = (expr);                                                      \
+    if (!_st.ok()) return absl::Status(_st.code(), absl::StrCat(where, ": ", #expr, ": ", _st.message())); \
+  } while (0)
+#define REQUIRE(cond, ...)                                                          \
+  do {                                                                              \
+    if (!(cond)) return absl::InternalError(absl::StrCat(where, ": ", #cond, " failed: ", __VA_ARGS__)); \
+  } while (0)
+#define ASSIGN_OR_RETURN(lhs, expr)                                                 \
+  auto lhs##_or = (expr);                                                           \
+  RETURN_IF_ERROR(lhs##_or.status());                                               \
+  auto lhs = std::move(*lhs##_or)
+
+double MicrosPerOp(Clock::duration d, int n) { return std::chrono::duration<double, std::micro>(d).count() / n; }
+
+// One node's part. Both nodes call it concurrently.
+absl::Status RunNode(Node& node, TcpConnector& conn) {
+  const NodeId me = node.id();
+  const NodeId other = static_cast<NodeId>(1 - me);
+  std::string where = absl::StrCat("node ", me);
+  // Deterministic allocation: the same offsets on both nodes.
+  ASSIGN_OR_RETURN(block, node.Allocate(4096));
+  ASSIGN_OR_RETURN(counter, node.Allocate(64));
+  const uint64_t block_off = node.OffsetOf(block);
+  const uint64_t counter_off = node.OffsetOf(counter);
+  RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both arenas ready, both servers up
+
+  ASSIGN_OR_RETURN(session, Session::Create(node, conn));
+  Session& s = *session;
+  for (NodeId target : {other, me}) {
+    where = absl::StrCat("node ", me, " -> node ", target);
+    ASSIGN_OR_RETURN(arena, conn.Arena(target));
+    const RemotePtr slot(target, arena.base + block_off + me * 1024);
+    uint8_t out[256], in[256] = {};
+    for (int i = 0; i < 256; ++i) out[i] = Pattern(me, target, i);
+    RETURN_IF_ERROR(s.Write(slot, out, sizeof out));
+    RETURN_IF_ERROR(s.Read(slot, in, sizeof in));
+    REQUIRE(std::memcmp(in, out, sizeof in) == 0, "READ after WRITE differs");
+
+    const RemotePtr cas_word = slot + 512, faa_word = slot + 520;
+    RETURN_IF_ERROR(s.Write64(cas_word, 5));
+    ASSIGN_OR_RETURN(c1, s.CompareAndSwap(cas_word, 5, 9));
+    REQUIRE(c1 == 5, "CAS(5->9) returned ", c1);
+    ASSIGN_OR_RETURN(c2, s.CompareAndSwap(cas_word, 5, 11));
+    REQUIRE(c2 == 9, "failing CAS returned ", c2);
+    ASSIGN_OR_RETURN(v, s.Read64(cas_word));
+    REQUIRE(v == 9, "after CAS read ", v);
+    ASSIGN_OR_RETURN(f1, s.FetchAndAdd(faa_word, 3));
+    ASSIGN_OR_RETURN(f2, s.FetchAndAdd(faa_word, 4));
+    REQUIRE(f1 == 0 && f2 == 3, "FAA returned ", f1, ", ", f2);
+
+    // One chain, one doorbell: 8 WRITEs, a fence, 8 READs, FAA, CAS.
+    uint64_t vals[8] = {}, old_faa = 0, old_cas = 0;
+    {
+      Batch b(s, target);
+      for (int i = 0; i < 8; ++i) b.Write64(slot + 256 + 8 * i, 100 + i);
+      b.Fence();
+      for (int i = 0; i < 8; ++i) b.Read(slot + 256 + 8 * i, &vals[i], 8);
+      b.FetchAndAdd(faa_word, 10, &old_faa);
+      b.CompareAndSwap(cas_word, 9, 13, &old_cas);
+      RETURN_IF_ERROR(b.Execute());
+    }
+    for (int i = 0; i < 8; ++i) REQUIRE(vals[i] == uint64_t(100 + i), "batch READ ", i, " = ", vals[i]);
+    REQUIRE(old_faa == 7 && old_cas == 9, "batch FAA/CAS returned ", old_faa, "/", old_cas);
+    const char msg[16] = "inline-payload";  // stack memory, goes inline
+    RETURN_IF_ERROR(s.Write(slot + 600, msg, sizeof msg));
+  }
+
+  // Latency (informational).
+  for (NodeId target : {other, me}) {
+    where = absl::StrCat("node ", me, " latency to node ", target);
+    ASSIGN_OR_RETURN(arena, conn.Arena(target));
+    const RemotePtr w(target, arena.base + block_off + me * 1024 + 512);
+    constexpr int kOps = 100;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kOps; ++i) RETURN_IF_ERROR(s.Read64(w).status());
+    const double read_us = MicrosPerOp(Clock::now() - t0, kOps);
+    t0 = Clock::now();
+    for (int i = 0; i < kOps; ++i) RETURN_IF_ERROR(s.FetchAndAdd(w + 8, 0).status());
+    const double faa_us = MicrosPerOp(Clock::now() - t0, kOps);
+    std::printf("node %d -> node %d (%s): READ %.1f us, FAA %.1f us\n", me, target,
+                target == me ? "loopback" : "remote", read_us, faa_us);
+  }
+
+  // A NIC-domain counter on node 0, hit by node 0 (loopback) and node 1 (remote).
+  where = absl::StrCat("node ", me, " shared counter");
+  ASSIGN_OR_RETURN(arena0, conn.Arena(0));
+  const RemotePtr shared(0, arena0.base + counter_off);
+  constexpr int kAdds = 200;
+  for (int i = 0; i < kAdds; ++i) RETURN_IF_ERROR(s.FetchAndAdd(shared, 1).status());
+  RETURN_IF_ERROR(conn.Barrier(2, kBarrierTimeout));
+
+  // Everybody is done writing: check what landed in my memory.
+  where = absl::StrCat("node ", me, " checking its memory");
+  for (NodeId writer : {other, me}) {
+    const uint8_t* p = block.local<uint8_t>() + writer * 1024;
+    for (int i = 0; i < 256; ++i) REQUIRE(p[i] == Pattern(writer, me, i), "byte ", i, " from node ", writer);
+    const auto* words = reinterpret_cast<const uint64_t*>(p);
+    REQUIRE(words[512 / 8] == 13, "CAS word from node ", writer, " = ", words[512 / 8]);
+    REQUIRE(words[520 / 8] == 17, "FAA word from node ", writer, " = ", words[520 / 8]);
+    REQUIRE(std::strcmp(reinterpret_cast<const char*>(p + 600), "inline-payload") == 0, "inline payload");
+  }
+  if (me == 0) {
+    const uint64_t total = __atomic_load_n(counter.local<uint64_t>(), __ATOMIC_ACQUIRE);
+    REQUIRE(total == 2 * kAdds, "shared counter = ", total);
+  }
+  ASSIGN_OR_RETURN(seen, s.Read64(shared));
+  REQUIRE(seen == 2 * kAdds, "shared counter read over RDMA = ", seen);
+  where = absl::StrCat("node ", me);
+  RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));  // nobody tears down while the other still works
+  std::printf("node %d: all checks passed\n", me);
+  return absl::OkStatus();
+}
+
+NodeOptions SmallNode() {
+  NodeOptions o;
+  o.arena_bytes = 4 << 20;
+  return o;
+}
+
+TEST(TwoNode, ReadWriteAtomicsAndBatchesBothWays) {
+  const bool two_process = Env("RXE_NUM_NODES") == "2";
+  if (two_process) {
+    // One node of two, in separate guests, on the verbs fabric.
+    const int id = std::atoi(Env("RXE_NODE_ID", "-1").c_str());
+    ASSERT_TRUE(id == 0 || id == 1) << "RXE_NODE_ID must be 0 or 1";
+    const std::string self_ip = Env("RXE_SELF_IP"), peer_ip = Env("RXE_PEER_IP");
+    ASSERT_FALSE(self_ip.empty() || peer_ip.empty()) << "RXE_SELF_IP and RXE_PEER_IP must be set";
+    const uint16_t port = static_cast<uint16_t>(std::atoi(Env("RDMADS_TCP_PORT", "7471").c_str()));
+    FabricOptions fo;
+    fo.kind = FabricKind::kVerbs;
+    auto fabric = OpenFabric(fo);
+    ASSERT_TRUE(fabric.ok()) << fabric.status();
+    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    auto node = Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
+    ASSERT_TRUE(node.ok()) << node.status();
+    TcpConnectorOptions co;
+    co.peers.resize(2);
+    co.peers[id] = TcpPeer{self_ip, port};
+    co.peers[1 - id] = TcpPeer{peer_ip, port};
+    co.connect_timeout = std::chrono::seconds(120);  // the other guest may still be booting
+    auto conn = TcpConnector::Create(**node, co);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    const auto t0 = Clock::now();
+    absl::Status st = RunNode(**node, **conn);
+    EXPECT_TRUE(st.ok()) << st;
+    std::printf("node %d finished in %.2f s\n", id, std::chrono::duration<double>(Clock::now() - t0).count());
+    return;
+  }
+
+  // Both nodes in this process, each with its own device and connector.
+  std::vector<std::string> backends = absl::StrSplit(Env("RDMADS_FABRICS", "soft"), ',', absl::SkipEmpty());
+  const std::string backend = backends.empty() ? "soft" : backends[0];
+  auto kind = ParseFabricKind(backend);
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  FabricOptions fo;
+  fo.kind = *kind;
+  auto fabric = OpenFabric(fo);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  std::unique_ptr<Node> nodes[2];
+  std::unique_ptr<TcpConnector> conns[2];
+  for (int id = 0; id < 2; ++id) {
+    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    auto node = Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
+    ASSERT_TRUE(node.ok()) << node.status();
+    nodes[id] = std::move(*node);
+    TcpConnectorOptions co;
+    co.peers = {TcpPeer{"127.0.0.1", 0}, TcpPeer{"127.0.0.1", 0}};
+    co.connect_timeout = std::chrono::seconds(10);
+    auto conn = TcpConnector::Create(*nodes[id], co);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conns[id] = std::move(*conn);
+  }
+  conns[0]->SetPeer(1, TcpPeer{"127.0.0.1", conns[1]->listen_port()});
+  conns[1]->SetPeer(0, TcpPeer{"127.0.0.1", conns[0]->listen_port()});
+  absl::Status results[2];
+  std::thread t1([&] { results[1] = RunNode(*nodes[1], *conns[1]); });
+  results[0] = RunNode(*nodes[0], *conns[0]);
+  t1.join();
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_TRUE(results[1].ok()) << results[1];
+  conns[0].reset();
+  conns[1].reset();
+}
+
+}  // namespace
+}  // namespace rdma
