@@ -1,0 +1,137 @@
+#!/bin/bash
+# Runs the RDMA test binaries on real verbs (Soft-RoCE, rxe0) inside qemu
+# guests started by tools/rxe_vm/rxe_run:
+#   1. builds them on the host (bazel build),
+#   2. runs every binary of GUEST_TESTS, one after another, in ONE single-guest
+#      boot with RDMADS_FABRICS=verbs and RDMADS_REQUIRE_VERBS=1 (a test that
+#      would skip for lack of a device fails instead; any skipped test counts
+#      as a failure here),
+#   3. runs every binary of TWO_GUEST_TESTS in ONE two-guest boot (one node
+#      per guest: RXE_NUM_NODES=2, RXE_NODE_ID, RXE_SELF_IP, RXE_PEER_IP),
+#   4. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if
+#      everything passed.
+#
+# Usage: tests/verbs/run_guest_tests.sh [--no-build] [--single-only|--two-only] [--keep-log]
+# Env:   RDMADS_GUEST_TEST_TIMEOUT  per-binary limit in the guest (default 300 s)
+#        RXE_RUN_TIMEOUT            whole-boot limit per rxe_run (default 1200 s)
+set -u -o pipefail
+
+# ---- Adding a test binary is one line here: its Bazel label. ---------------
+# Single guest, all on rxe0 (loopback between the nodes' contexts).
+GUEST_TESTS=(
+  //tests/transport:conformance_test
+  //tests/transport:error_path_test
+  //tests/verbs:verbs_unit_test
+  //tests/verbs:tcp_connector_test
+  //tests/verbs:two_node_test
+)
+# Two guests joined by a UDP link; every binary runs in both guests.
+TWO_GUEST_TESTS=(
+  //tests/verbs:two_node_test
+)
+# ---------------------------------------------------------------------------
+
+ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
+cd "$ROOT" || exit 2
+RXE_RUN=$ROOT/tools/rxe_vm/rxe_run
+EXEC=$ROOT/tests/verbs/guest_exec.sh
+BUILD=1 SINGLE=1 TWO=1 KEEP=0
+for a in "$@"; do
+  case $a in
+    --no-build) BUILD=0 ;;
+    --single-only) TWO=0 ;;
+    --two-only) SINGLE=0 ;;
+    --keep-log) KEEP=1 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "run_guest_tests.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$RXE_RUN" ] || { echo "run_guest_tests.sh: $RXE_RUN not found" >&2; exit 2; }
+
+label_path() {  # //a/b:c -> bazel-bin/a/b/c
+  local l=${1#//}
+  echo "bazel-bin/${l%%:*}/${l##*:}"
+}
+label_name() { local l=${1#//}; echo "${l//[:\/]/.}"; }  # //tests/verbs:x -> tests.verbs.x
+
+T0=$(date +%s.%N)
+secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+if [ $BUILD = 1 ]; then
+  mapfile -t TARGETS < <(printf '%s\n' "${GUEST_TESTS[@]}" "${TWO_GUEST_TESTS[@]}" | sort -u)
+  echo "== building ${#TARGETS[@]} targets on the host"
+  bazel build "${TARGETS[@]}" || { echo "run_guest_tests.sh: build failed" >&2; exit 1; }
+fi
+
+LOG=$(mktemp "${TMPDIR:-/tmp}/rdmads_guest_tests.XXXXXX")
+PASSED=0 FAILED=0
+SUMMARY=()
+
+# Parses the markers of one run from $1 (log file) with line prefix $2
+# ("" or "[guestN] ") and guest label $3; appends to SUMMARY.
+parse_run() {
+  local log=$1 prefix=$2 tag=$3 name rc ms tests skipped failed_tests line found
+  local -A seen_end=()
+  local cur="" body=""
+  while IFS= read -r line; do
+    [ -n "$prefix" ] && { [[ $line == "$prefix"* ]] || continue; line=${line#"$prefix"}; }
+    case $line in
+      "@@BEGIN "*) cur=${line#@@BEGIN }; body="" ;;
+      "@@END "*)
+        read -r name rc ms <<<"${line#@@END }"
+        rc=${rc#rc=} ms=${ms#ms=}
+        tests=$(grep -oE '\[  PASSED  \] [0-9]+ test' <<<"$body" | grep -oE '[0-9]+' | tail -1)
+        skipped=$(grep -oE '\[  SKIPPED \] [0-9]+ test' <<<"$body" | grep -oE '[0-9]+' | tail -1)
+        failed_tests=$(grep -cE '^\[  FAILED  \] ' <<<"$body")  # one line per failed test with --gtest_brief
+        local verdict=PASS why=""
+        if [ "$rc" != 0 ]; then verdict=FAIL; why="exit $rc"; fi
+        if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then verdict=FAIL; why="${why:+$why, }$skipped skipped"; fi
+        [ "$failed_tests" != 0 ] && why="${why:+$why, }$failed_tests failed"
+        if [ $verdict = PASS ]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+        SUMMARY+=("$(printf '%-4s %-36s %-8s %4s tests passed  %6.1f s%s' "$verdict" "$name" "$tag" "${tests:-0}" \
+          "$(awk -v m="$ms" 'BEGIN{print m/1000}')" "${why:+  ($why)}")")
+        seen_end[$name]=1
+        cur="" ;;
+      *) [ -n "$cur" ] && body+=$line$'\n' ;;
+    esac
+  done <"$log"
+  # Binaries that never reported (guest died, timeout): failures.
+  for name in "${EXPECTED[@]}"; do
+    if [ -z "${seen_end[$name]:-}" ]; then
+      FAILED=$((FAILED + 1))
+      SUMMARY+=("$(printf '%-4s %-36s %-8s no result (guest or rxe_run failed: see the log above)' FAIL "$name" "$tag")")
+    fi
+  done
+}
+
+run_guest() {  # $1 = single|two, rest = labels
+  local mode=$1; shift
+  local specs=() l t0 rc
+  EXPECTED=()
+  for l in "$@"; do specs+=("$(label_name "$l")=$(label_path "$l")"); EXPECTED+=("$(label_name "$l")"); done
+  local args=(--timeout "${RXE_RUN_TIMEOUT:-1200}" --env RDMADS_FABRICS=verbs --env RDMADS_REQUIRE_VERBS=1
+              --env "RDMADS_GUEST_TEST_TIMEOUT=${RDMADS_GUEST_TEST_TIMEOUT:-300}")
+  [ "$mode" = two ] && args+=(--two-guests)
+  echo "== $mode-guest boot: ${EXPECTED[*]}"
+  t0=$(date +%s.%N)
+  "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}" 2>&1 | tee "$LOG"
+  rc=${PIPESTATUS[0]}
+  echo "== $mode-guest run took $(secs_since "$t0") s (rxe_run exit $rc)"
+  if [ "$mode" = two ]; then
+    parse_run "$LOG" "[guest0] " guest0
+    parse_run "$LOG" "[guest1] " guest1
+  else
+    parse_run "$LOG" "" single
+  fi
+  if [ $KEEP = 1 ]; then cp "$LOG" "$LOG.$mode"; echo "== log kept: $LOG.$mode"; fi
+}
+
+[ $SINGLE = 1 ] && [ ${#GUEST_TESTS[@]} -gt 0 ] && run_guest single "${GUEST_TESTS[@]}"
+[ $TWO = 1 ] && [ ${#TWO_GUEST_TESTS[@]} -gt 0 ] && run_guest two "${TWO_GUEST_TESTS[@]}"
+rm -f "$LOG"
+
+echo
+echo "== guest test summary (total $(secs_since "$T0") s)"
+for s in "${SUMMARY[@]}"; do echo "$s"; done
+echo "$PASSED passed, $FAILED failed"
+[ $FAILED = 0 ]
