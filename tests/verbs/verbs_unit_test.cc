@@ -7,6 +7,10 @@
 #include <arpa/inet.h>
 #include <sys/resource.h>
 #include <infiniband/verbs.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -188,6 +192,47 @@ TEST_F(VerbsDeviceTest, RegisterMemoryUsesExactlyTheAskedAccess) {
   auto bad = (*dev)->RegisterMemory(buf, sizeof buf, kRemoteWrite);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
   EXPECT_EQ((*dev)->RegisterMemory(nullptr, 8, kLocalWrite).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(VerbsDeviceTest, MemlockTooLowIsResourceExhaustedWithTheFix) {
+  // In a child: lower RLIMIT_MEMLOCK to 64 KiB and drop CAP_IPC_LOCK (the
+  // guest runs as root, which is otherwise exempt), then register 4 MiB.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    auto report = [&](int code, const std::string& msg) {
+      (void)!write(fds[1], msg.data(), msg.size());
+      _exit(code);
+    };
+    rlimit rl{64 << 10, 64 << 10};
+    if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) report(2, "setrlimit failed");
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct d[2] = {};
+    if (syscall(SYS_capget, &h, d) != 0) report(2, "capget failed");
+    d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+    if (syscall(SYS_capset, &h, d) != 0) report(2, "capset failed");
+    auto dev = fabric_->OpenDevice(0);
+    if (!dev.ok()) report(2, std::string(dev.status().ToString()));
+    std::vector<char> big(4 << 20);
+    auto mr = (*dev)->RegisterMemory(big.data(), big.size(), kLocalWrite);
+    if (mr.ok()) report(1, "registration of 4 MiB succeeded with RLIMIT_MEMLOCK = 64 KiB");
+    report(mr.status().code() == absl::StatusCode::kResourceExhausted ? 0 : 1, std::string(mr.status().ToString()));
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << msg;
+  for (const char* want : {"RESOURCE_EXHAUSTED", "64 KiB", "4 MiB", "ulimit -l unlimited", "limits.conf", "LimitMEMLOCK"}) {
+    EXPECT_TRUE(absl::StrContains(msg, want)) << want << " missing in: " << msg;
+  }
 }
 
 // Two contexts on the device (like two nodes of a Cluster): A posts, B owns
