@@ -47,6 +47,18 @@
 // post is accepted and the WRs complete as kFlushed. state() asks the device
 // (ibv_query_qp), so it also sees an error nobody polled.
 //
+// Post also refuses (InvalidArgument, nothing posted) an atomic that is not 8
+// bytes at an 8-byte aligned remote address (rxe would fail ibv_post_send,
+// mlx5 would complete it with an error), inline data on anything but a WRITE
+// or beyond the QP's max_inline_data, and a chain longer than the free
+// send-queue slots (ResourceExhausted).
+//
+// Dead peers. QPs use an ACK timeout of ~268 ms and 7 retries, so an RNIC
+// reports kRetryExceeded about 2 s after its peer vanished. Soft-RoCE on Linux
+// 6.1 (the rxe_run guest kernel) never reports it: the WR simply stays
+// outstanding, and the caller's own completion timeout (SessionOptions::
+// completion_timeout) is what fires. Reset() flushes such a WR either way.
+//
 // Thread safety: Post, Connect and Reset of one QP by one thread at a time;
 // Poll/Wait of one CQ may run on another thread (one waiter per CQ in
 // kNotify mode). Destroy QPs before their CQ, and everything before the device.
