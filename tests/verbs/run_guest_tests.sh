@@ -13,6 +13,7 @@
 #
 # Usage: tests/verbs/run_guest_tests.sh [--no-build] [--single-only|--two-only] [--keep-log]
 # Env:   RDMADS_GUEST_TEST_TIMEOUT  per-binary limit in the guest (default 300 s)
+#        RDMADS_BAZEL_FLAGS         extra flags for bazel build/info (e.g. --config=asan)
 #        RXE_RUN_TIMEOUT            whole-boot limit per rxe_run (default 1200 s)
 set -u -o pipefail
 
@@ -48,20 +49,26 @@ for a in "$@"; do
 done
 [ -x "$RXE_RUN" ] || { echo "run_guest_tests.sh: $RXE_RUN not found" >&2; exit 2; }
 
-label_path() {  # //a/b:c -> bazel-bin/a/b/c
+label_path() {  # //a/b:c -> <bazel-bin>/a/b/c
   local l=${1#//}
-  echo "bazel-bin/${l%%:*}/${l##*:}"
+  echo "$BIN/${l%%:*}/${l##*:}"
 }
 label_name() { local l=${1#//}; echo "${l//[:\/]/.}"; }  # //tests/verbs:x -> tests.verbs.x
 
 T0=$(date +%s.%N)
 secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
+# Extra flags for both the build and `bazel info` (e.g. RDMADS_BAZEL_FLAGS=--config=asan).
+read -r -a BAZEL_FLAGS <<<"${RDMADS_BAZEL_FLAGS:-}"
 if [ $BUILD = 1 ]; then
   mapfile -t TARGETS < <(printf '%s\n' "${GUEST_TESTS[@]}" "${TWO_GUEST_TESTS[@]}" | sort -u)
-  echo "== building ${#TARGETS[@]} targets on the host"
-  bazel build "${TARGETS[@]}" || { echo "run_guest_tests.sh: build failed" >&2; exit 1; }
+  echo "== building ${#TARGETS[@]} targets on the host${RDMADS_BAZEL_FLAGS:+ ($RDMADS_BAZEL_FLAGS)}"
+  bazel build "${BAZEL_FLAGS[@]}" "${TARGETS[@]}" || { echo "run_guest_tests.sh: build failed" >&2; exit 1; }
 fi
+# The real output directory for these flags, not the shared `bazel-bin`
+# symlink: a concurrent build with other flags (--config=tsan, -c opt) in this
+# workspace repoints that symlink at any time.
+BIN=$(bazel info "${BAZEL_FLAGS[@]}" bazel-bin 2>/dev/null) || { echo "run_guest_tests.sh: bazel info failed" >&2; exit 1; }
 
 LOG=$(mktemp "${TMPDIR:-/tmp}/rdmads_guest_tests.XXXXXX")
 PASSED=0 FAILED=0
