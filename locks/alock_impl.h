@@ -90,18 +90,6 @@ bool BasicALockClient<P>::Holds(rdma::RemotePtr lock) const {
 template <typename P>
 absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
-  size_t slot = slots_.size();
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].lock == lock) {
-      return absl::FailedPreconditionError(absl::StrCat("ALock ", lock.node(), ":0x", absl::Hex(lock.address()),
-                                                        " is already held by this client (not reentrant)"));
-    }
-    if (slot == slots_.size() && slots_[i].lock.is_null()) slot = i;
-  }
-  if (slot == slots_.size()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)"));
-  }
   const Cohort cohort = CohortFor(lock, path);
   if (cohort == Cohort::kRemote || P::kMutantLocalCpuOnRTail) {
     if (session() == nullptr) {
@@ -114,6 +102,18 @@ absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
       return absl::InvalidArgumentError(absl::StrCat("ALock: lock names node ", lock.node(), " but the cluster has ",
                                                      session()->num_nodes(), " nodes"));
     }
+  }
+  size_t slot = slots_.size();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].lock == lock) {
+      return absl::FailedPreconditionError(absl::StrCat("ALock ", lock.node(), ":0x", absl::Hex(lock.address()),
+                                                        " is already held by this client (not reentrant)"));
+    }
+    if (slot == slots_.size() && slots_[i].lock.is_null()) slot = i;
+  }
+  if (slot == slots_.size()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)"));
   }
   absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot);
   if (!s.ok()) return s;

@@ -1,5 +1,6 @@
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
+#include "locks/baselines.h"
 #include "locks/lock.h"
 
 namespace locks {
@@ -12,9 +13,23 @@ absl::StatusOr<std::unique_ptr<LockClient>> NewLockClient(LockKind kind, rdma::N
       if (!c.ok()) return c.status();
       return std::unique_ptr<LockClient>(std::move(*c));
     }
-    default:
-      return absl::UnimplementedError(absl::StrCat(LockKindName(kind), ": not built yet"));
+    case LockKind::kRdmaSpin: {
+      auto c = RdmaSpinClient::Create(node, session, options);
+      if (!c.ok()) return c.status();
+      return std::unique_ptr<LockClient>(std::move(*c));
+    }
+    case LockKind::kRdmaMcs: {
+      auto c = RdmaMcsClient::Create(node, session, options);
+      if (!c.ok()) return c.status();
+      return std::unique_ptr<LockClient>(std::move(*c));
+    }
+    case LockKind::kLocalMcs: {
+      auto c = LocalMcsClient::Create(node, session, options);
+      if (!c.ok()) return c.status();
+      return std::unique_ptr<LockClient>(std::move(*c));
+    }
   }
+  return absl::InvalidArgumentError("NewLockClient: unknown lock kind");
 }
 
 }  // namespace locks

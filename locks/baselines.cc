@@ -1,0 +1,221 @@
+#include "locks/baselines.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "locks/rmw_word.h"
+
+namespace locks {
+namespace {
+
+constexpr uint64_t kWait = static_cast<uint64_t>(ALockDescriptor::kWaiting);
+constexpr uint64_t kGo = 1;
+
+absl::Status CheckOptions(const ClientOptions& o) {
+  if (o.max_held < 1 || o.max_held > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions::max_held must be in 1..4096 (got ", o.max_held, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSession(rdma::Node& node, rdma::Session* session, absl::string_view who, bool required) {
+  if (session == nullptr) {
+    return required ? absl::InvalidArgumentError(absl::StrCat(who, " needs a Session (every acquire uses the NIC)"))
+                    : absl::OkStatus();
+  }
+  if (session->self() != node.id()) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": the session lives on node ", session->self(),
+                                                   " but the client on node ", node.id()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReach(rdma::Session& s, rdma::RemotePtr lock) {
+  if (lock.node() >= s.num_nodes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lock names node ", lock.node(), " but the cluster has ", s.num_nodes(), " nodes"));
+  }
+  return absl::OkStatus();
+}
+
+std::atomic<uint64_t> next_token{1};
+
+}  // namespace
+
+// ------------------------------------------------------------ RDMA spin
+
+RdmaSpinClient::RdmaSpinClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
+    : LockClient(node.id(), session),
+      options_(options),
+      token_((uint64_t{node.id()} << 48) | next_token.fetch_add(1, std::memory_order_relaxed)),
+      held_(options.max_held) {}
+
+absl::StatusOr<std::unique_ptr<RdmaSpinClient>> RdmaSpinClient::Create(rdma::Node& node, rdma::Session* session,
+                                                                       const ClientOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (absl::Status s = CheckSession(node, session, "RdmaSpinClient", true); !s.ok()) return s;
+  return std::unique_ptr<RdmaSpinClient>(new RdmaSpinClient(node, session, options));
+}
+
+absl::Status RdmaSpinClient::Lock(rdma::RemotePtr lock, Path path) {
+  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
+  auto slot = held_.Reserve(lock);
+  if (!slot.ok()) return slot.status();
+  const RemoteWord<NicWord> word(lock);
+  internal::Spinner spin(options_);
+  int backoff = 1;
+  for (;;) {
+    auto old = word.Cas(*session(), 0, token_);
+    if (!old.ok()) return old.status();
+    if (*old == 0) break;
+    // Exponential backoff between CASes, so the holder's release gets through.
+    for (int i = 0; i < backoff; ++i) {
+      if (!spin.Spin()) return spin.Timeout("RdmaSpin: acquire", lock);
+    }
+    backoff = std::min(backoff * 2, 64);
+  }
+  held_[*slot].lock = lock;
+  return absl::OkStatus();
+}
+
+absl::Status RdmaSpinClient::Unlock(rdma::RemotePtr lock) {
+  auto slot = held_.Held(lock);
+  if (!slot.ok()) return slot.status();
+  held_[*slot].lock = rdma::RemotePtr();
+  // A plain WRITE of a NIC-domain word: allowed (not an RMW).
+  return RemoteWord<NicWord>(lock).Write(*session(), 0);
+}
+
+// ------------------------------------------------------------ RDMA MCS
+
+RdmaMcsClient::RdmaMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
+    : LockClient(node.id(), session), node_(node), options_(options), held_(options.max_held) {}
+
+RdmaMcsClient::~RdmaMcsClient() {
+  if (!descriptors_.is_null()) node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * 64);
+}
+
+absl::StatusOr<std::unique_ptr<RdmaMcsClient>> RdmaMcsClient::Create(rdma::Node& node, rdma::Session* session,
+                                                                     const ClientOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (absl::Status s = CheckSession(node, session, "RdmaMcsClient", true); !s.ok()) return s;
+  std::unique_ptr<RdmaMcsClient> c(new RdmaMcsClient(node, session, options));
+  auto d = node.Allocate(static_cast<size_t>(options.max_held) * 64, 64);
+  if (!d.ok()) return d.status();
+  c->descriptors_ = *d;
+  return c;
+}
+
+absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
+  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
+  auto slot = held_.Reserve(lock);
+  if (!slot.ok()) return slot.status();
+  rdma::Session& s = *session();
+  const rdma::RemotePtr me = Descriptor(*slot);
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  d.budget.Store(kWait, std::memory_order_relaxed);
+  d.next.Store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  auto pred = RemoteWord<NicWord>(lock).Swap(s, me.raw(), /*guess=*/0);
+  if (!pred.ok()) return pred.status();
+  if (*pred != 0) {
+    // Always through the NIC, even when the predecessor is on this node.
+    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
+    if (absl::Status st = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(s, me.raw()); !st.ok()) {
+      return st;
+    }
+    internal::Spinner spin(options_);
+    while (d.budget.Load(std::memory_order_acquire) == kWait) {
+      if (!spin.Spin()) return spin.Timeout("RdmaMcs: waiting for the predecessor's handover", lock);
+    }
+  }
+  held_[*slot].lock = lock;
+  return absl::OkStatus();
+}
+
+absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
+  auto slot = held_.Held(lock);
+  if (!slot.ok()) return slot.status();
+  held_[*slot].lock = rdma::RemotePtr();
+  rdma::Session& s = *session();
+  const rdma::RemotePtr me = Descriptor(*slot);
+  auto old = RemoteWord<NicWord>(lock).Cas(s, me.raw(), 0);
+  if (!old.ok()) return old.status();
+  if (*old == me.raw()) return absl::OkStatus();
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  internal::Spinner spin(options_);
+  uint64_t next;
+  while ((next = d.next.Load(std::memory_order_acquire)) == 0) {
+    if (!spin.Spin()) return spin.Timeout("RdmaMcs: waiting for the successor to link in", lock);
+  }
+  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(next);
+  return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(s, kGo);
+}
+
+// ------------------------------------------------------------ local MCS
+
+LocalMcsClient::LocalMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
+    : LockClient(node.id(), session), node_(node), options_(options), held_(options.max_held) {}
+
+LocalMcsClient::~LocalMcsClient() {
+  if (!descriptors_.is_null()) node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * 64);
+}
+
+absl::StatusOr<std::unique_ptr<LocalMcsClient>> LocalMcsClient::Create(rdma::Node& node, rdma::Session* session,
+                                                                       const ClientOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (absl::Status s = CheckSession(node, session, "LocalMcsClient", false); !s.ok()) return s;
+  std::unique_ptr<LocalMcsClient> c(new LocalMcsClient(node, session, options));
+  auto d = node.Allocate(static_cast<size_t>(options.max_held) * 64, 64);
+  if (!d.ok()) return d.status();
+  c->descriptors_ = *d;
+  return c;
+}
+
+absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
+  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (!lock.is_local(self()) || path != Path::kAuto) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "local-mcs is native-only: lock on node ", lock.node(), " requested from node ", self(),
+        path == Path::kLoopback ? " over loopback" : "", " (use alock, rdma-mcs or rdma-spin for NIC paths)"));
+  }
+  auto slot = held_.Reserve(lock);
+  if (!slot.ok()) return slot.status();
+  CpuWord& tail = *lock.local<CpuWord>();
+  const rdma::RemotePtr me = Descriptor(*slot);
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  d.budget.Store(kWait, std::memory_order_relaxed);
+  d.next.Store(0, std::memory_order_relaxed);
+  const uint64_t pred = tail.Swap(me.raw(), std::memory_order_acq_rel);
+  if (pred != 0) {
+    rdma::RemotePtr::FromRaw(pred).local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
+    internal::Spinner spin(options_);
+    while (d.budget.Load(std::memory_order_acquire) == kWait) {
+      if (!spin.Spin()) return spin.Timeout("LocalMcs: waiting for the predecessor's handover", lock);
+    }
+  }
+  held_[*slot].lock = lock;
+  return absl::OkStatus();
+}
+
+absl::Status LocalMcsClient::Unlock(rdma::RemotePtr lock) {
+  auto slot = held_.Held(lock);
+  if (!slot.ok()) return slot.status();
+  held_[*slot].lock = rdma::RemotePtr();
+  CpuWord& tail = *lock.local<CpuWord>();
+  const rdma::RemotePtr me = Descriptor(*slot);
+  uint64_t expected = me.raw();
+  if (tail.CompareExchange(expected, 0, std::memory_order_acq_rel)) return absl::OkStatus();
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  internal::Spinner spin(options_);
+  uint64_t next;
+  while ((next = d.next.Load(std::memory_order_acquire)) == 0) {
+    if (!spin.Spin()) return spin.Timeout("LocalMcs: waiting for the successor to link in", lock);
+  }
+  rdma::RemotePtr::FromRaw(next).local<ALockDescriptor>()->budget.Store(kGo, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+}  // namespace locks

@@ -1,0 +1,95 @@
+#ifndef LOCKS_BASELINES_H_
+#define LOCKS_BASELINES_H_
+
+// The baseline locks of DESIGN §4, under the LockClient interface. Each uses
+// one kLockBytes line, whose first word is the lock word; the all-zero line is
+// unlocked.
+//
+//   RdmaSpinClient  word: NicWord. Acquire = RDMA CAS 0 -> token (retried with
+//                   backoff), release = RDMA WRITE 0. Every thread, local ones
+//                   too (loopback), goes through the NIC. Uncontended: 2 NIC
+//                   ops, 2 round trips.
+//   RdmaMcsClient   word: NicWord tail of an MCS queue. Swap = RDMA CAS loop,
+//                   link = RDMA WRITE into the predecessor's descriptor,
+//                   handover = RDMA WRITE into the successor's; a waiter spins
+//                   on its own descriptor in its own memory. Every thread,
+//                   local ones too, goes through the NIC. Uncontended: 2 NIC
+//                   ops, 2 round trips.
+//   LocalMcsClient  word: CpuWord tail; CPU exchange/CAS; native path only (a
+//                   lock of another node or Path::kLoopback: FailedPrecondition).
+//                   The native ceiling: 0 NIC ops.
+
+#include <memory>
+
+#include "locks/alock.h"
+#include "locks/internal.h"
+#include "locks/lock.h"
+#include "rdma/node.h"
+#include "rdma/session.h"
+
+namespace locks {
+
+class RdmaSpinClient final : public LockClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<RdmaSpinClient>> Create(rdma::Node& node, rdma::Session* session,
+                                                                const ClientOptions& options = {});
+  LockKind kind() const override { return LockKind::kRdmaSpin; }
+  absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
+  absl::Status Unlock(rdma::RemotePtr lock) override;
+  Cohort CohortFor(rdma::RemotePtr, Path = Path::kAuto) const override { return Cohort::kRemote; }
+  bool Holds(rdma::RemotePtr lock) const override { return !lock.is_null() && held_.Find(lock) >= 0; }
+
+ private:
+  RdmaSpinClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
+  ClientOptions options_;
+  uint64_t token_;
+  struct Nothing {};
+  internal::HeldSlots<Nothing> held_;
+};
+
+class RdmaMcsClient final : public LockClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<RdmaMcsClient>> Create(rdma::Node& node, rdma::Session* session,
+                                                               const ClientOptions& options = {});
+  ~RdmaMcsClient() override;
+  LockKind kind() const override { return LockKind::kRdmaMcs; }
+  absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
+  absl::Status Unlock(rdma::RemotePtr lock) override;
+  Cohort CohortFor(rdma::RemotePtr, Path = Path::kAuto) const override { return Cohort::kRemote; }
+  bool Holds(rdma::RemotePtr lock) const override { return !lock.is_null() && held_.Find(lock) >= 0; }
+
+ private:
+  RdmaMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
+  rdma::RemotePtr Descriptor(int slot) const { return descriptors_ + static_cast<uint64_t>(slot) * 64; }
+  rdma::Node& node_;
+  ClientOptions options_;
+  rdma::RemotePtr descriptors_;
+  struct Nothing {};
+  internal::HeldSlots<Nothing> held_;
+};
+
+class LocalMcsClient final : public LockClient {
+ public:
+  // `session` may be null: this lock never uses the NIC.
+  static absl::StatusOr<std::unique_ptr<LocalMcsClient>> Create(rdma::Node& node, rdma::Session* session = nullptr,
+                                                                const ClientOptions& options = {});
+  ~LocalMcsClient() override;
+  LockKind kind() const override { return LockKind::kLocalMcs; }
+  absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
+  absl::Status Unlock(rdma::RemotePtr lock) override;
+  Cohort CohortFor(rdma::RemotePtr, Path = Path::kAuto) const override { return Cohort::kLocal; }
+  bool Holds(rdma::RemotePtr lock) const override { return !lock.is_null() && held_.Find(lock) >= 0; }
+
+ private:
+  LocalMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
+  rdma::RemotePtr Descriptor(int slot) const { return descriptors_ + static_cast<uint64_t>(slot) * 64; }
+  rdma::Node& node_;
+  ClientOptions options_;
+  rdma::RemotePtr descriptors_;
+  struct Nothing {};
+  internal::HeldSlots<Nothing> held_;
+};
+
+}  // namespace locks
+
+#endif  // LOCKS_BASELINES_H_

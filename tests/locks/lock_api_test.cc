@@ -1,0 +1,240 @@
+// The lock interface and per-acquire costs: uncontended NIC-op / round-trip
+// counts of every lock on every path (DESIGN §8 targets), API errors, timeouts
+// instead of hangs, NIC failures surfacing as Status, several held locks.
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "locks/alock.h"
+#include "locks/baselines.h"
+#include "locks/lock.h"
+#include "rdma/cluster.h"
+#include "rdma/soft/soft_nic.h"
+
+namespace locks {
+namespace {
+
+using rdma::NodeId;
+using rdma::RemotePtr;
+
+class LockApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rdma::ClusterOptions o;
+    o.num_nodes = 2;
+    o.node.arena_bytes = 2 << 20;
+    o.fabric.kind = rdma::FabricKind::kSoft;
+    cluster_ = std::move(*rdma::Cluster::Create(o));
+  }
+  std::unique_ptr<rdma::Session> Session(NodeId n) { return std::move(*cluster_->NewSession(n)); }
+  LockTable Table(NodeId n, LockKind kind, size_t count = 4, Budgets b = {}) {
+    auto t = LockTable::Create(cluster_->node(n), count, {kind, b});
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *t;
+  }
+  std::unique_ptr<LockClient> Client(LockKind kind, NodeId n, rdma::Session* s, ClientOptions o = {}) {
+    auto c = NewLockClient(kind, cluster_->node(n), s, o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  // Costs of one uncontended Lock+Unlock.
+  rdma::OpCounters Cost(LockClient& c, RemotePtr lock, Path path) {
+    const rdma::OpCounters before = rdma::ThisThreadCounters();
+    EXPECT_TRUE(c.Lock(lock, path).ok());
+    EXPECT_TRUE(c.Unlock(lock).ok());
+    return rdma::ThisThreadCounters() - before;
+  }
+  std::unique_ptr<rdma::Cluster> cluster_;
+};
+
+TEST_F(LockApiTest, ALockUncontendedNativeUsesNoNicOperation) {
+  LockTable t = Table(0, LockKind::kALock);
+  auto s = Session(0);  // has a session, but must not use it
+  auto c = Client(LockKind::kALock, 0, s.get());
+  for (int i = 0; i < 3; ++i) {
+    const rdma::OpCounters cost = Cost(*c, t.at(i), Path::kAuto);
+    EXPECT_EQ(cost, rdma::OpCounters{}) << "nic_ops " << cost.nic_ops;
+  }
+  // Also without any session at all.
+  auto bare = Client(LockKind::kALock, 0, nullptr);
+  EXPECT_EQ(Cost(*bare, t.at(0), Path::kAuto), rdma::OpCounters{});
+}
+
+TEST_F(LockApiTest, ALockUncontendedRemoteAndLoopbackCostFourOpsThreeRoundTrips) {
+  LockTable t = Table(0, LockKind::kALock);
+  for (auto [node, path] : {std::pair{NodeId{1}, Path::kAuto}, std::pair{NodeId{0}, Path::kLoopback}}) {
+    auto s = Session(node);
+    auto c = Client(LockKind::kALock, node, s.get());
+    for (int i = 0; i < 3; ++i) {
+      const rdma::OpCounters cost = Cost(*c, t.at(i), path);
+      EXPECT_EQ(cost.nic_ops, 4u) << "node " << node;
+      EXPECT_EQ(cost.round_trips, 3u) << "node " << node;
+      EXPECT_EQ(cost.doorbells, 3u) << "node " << node;
+    }
+  }
+}
+
+TEST_F(LockApiTest, BaselineUncontendedCosts) {
+  LockTable spin = Table(0, LockKind::kRdmaSpin), mcs = Table(0, LockKind::kRdmaMcs),
+            local = Table(0, LockKind::kLocalMcs);
+  for (NodeId node : {NodeId{0}, NodeId{1}}) {
+    auto s = Session(node);
+    auto cs = Client(LockKind::kRdmaSpin, node, s.get());
+    auto cm = Client(LockKind::kRdmaMcs, node, s.get());
+    // Every thread goes through the NIC, local ones (loopback) too.
+    rdma::OpCounters a = Cost(*cs, spin.at(0), Path::kAuto), b = Cost(*cm, mcs.at(0), Path::kAuto);
+    EXPECT_EQ(a.nic_ops, 2u);
+    EXPECT_EQ(a.round_trips, 2u);
+    EXPECT_EQ(b.nic_ops, 2u);
+    EXPECT_EQ(b.round_trips, 2u);
+  }
+  auto cl = Client(LockKind::kLocalMcs, 0, nullptr);
+  EXPECT_EQ(Cost(*cl, local.at(0), Path::kAuto), rdma::OpCounters{});
+}
+
+TEST_F(LockApiTest, ContendedHandoverAcrossPathsWorksForEveryKind) {
+  for (LockKind kind : {LockKind::kALock, LockKind::kRdmaSpin, LockKind::kRdmaMcs}) {
+    LockTable t = Table(0, kind, 1);
+    auto s0 = Session(0);
+    auto native = Client(kind, 0, s0.get());
+    ASSERT_TRUE(native->Lock(t.at(0)).ok());
+    std::atomic<int> phase{0};
+    std::thread remote([&] {
+      auto s1 = Session(1);
+      auto c = Client(kind, 1, s1.get());
+      phase = 1;
+      ASSERT_TRUE(c->Lock(t.at(0)).ok());
+      phase = 2;
+      ASSERT_TRUE(c->Unlock(t.at(0)).ok());
+    });
+    while (phase.load() == 0) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(phase.load(), 1) << LockKindName(kind) << ": the remote thread got in while the lock was held";
+    ASSERT_TRUE(native->Unlock(t.at(0)).ok());
+    remote.join();
+    EXPECT_EQ(phase.load(), 2);
+  }
+}
+
+TEST_F(LockApiTest, HoldsSeveralLocksOnSeveralPaths) {
+  LockTable t0 = Table(0, LockKind::kALock), t1 = Table(1, LockKind::kALock);
+  auto s = Session(0);
+  auto c = Client(LockKind::kALock, 0, s.get());
+  ASSERT_TRUE(c->Lock(t0.at(0)).ok());                  // native
+  ASSERT_TRUE(c->Lock(t0.at(1), Path::kLoopback).ok());  // loopback
+  ASSERT_TRUE(c->Lock(t1.at(0)).ok());                  // remote
+  EXPECT_TRUE(c->Holds(t0.at(0)) && c->Holds(t0.at(1)) && c->Holds(t1.at(0)));
+  EXPECT_EQ(c->CohortFor(t0.at(0)), Cohort::kLocal);
+  EXPECT_EQ(c->CohortFor(t0.at(1), Path::kLoopback), Cohort::kRemote);
+  EXPECT_EQ(c->CohortFor(t1.at(0)), Cohort::kRemote);
+  EXPECT_TRUE(c->Unlock(t1.at(0)).ok());
+  EXPECT_TRUE(c->Unlock(t0.at(1)).ok());
+  EXPECT_TRUE(c->Unlock(t0.at(0)).ok());
+  EXPECT_FALSE(c->Holds(t0.at(0)));
+}
+
+TEST_F(LockApiTest, MisuseIsAnErrorNotAHang) {
+  LockTable t = Table(0, LockKind::kALock);
+  auto s1 = Session(1);
+  ClientOptions o;
+  o.max_held = 2;
+  for (LockKind kind : {LockKind::kALock, LockKind::kRdmaSpin, LockKind::kRdmaMcs}) {
+    auto c = Client(kind, 1, s1.get(), o);
+    ASSERT_TRUE(c->Lock(t.at(0)).ok());
+    EXPECT_EQ(c->Lock(t.at(0)).code(), absl::StatusCode::kFailedPrecondition) << "reentrant";
+    ASSERT_TRUE(c->Lock(t.at(1)).ok());
+    EXPECT_EQ(c->Lock(t.at(2)).code(), absl::StatusCode::kResourceExhausted) << "max_held";
+    EXPECT_EQ(c->Unlock(t.at(3)).code(), absl::StatusCode::kFailedPrecondition) << "not held";
+    EXPECT_EQ(c->Lock(RemotePtr()).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(c->Lock(t.at(0) + 8).code(), absl::StatusCode::kInvalidArgument) << "misaligned";
+    EXPECT_EQ(c->Lock(RemotePtr(7, t.at(0).address())).code(), absl::StatusCode::kInvalidArgument) << "no node 7";
+    ASSERT_TRUE(c->Unlock(t.at(0)).ok());
+    ASSERT_TRUE(c->Unlock(t.at(1)).ok());
+  }
+  // NIC path without a session.
+  auto bare = Client(LockKind::kALock, 1, nullptr);
+  EXPECT_EQ(bare->Lock(t.at(0)).code(), absl::StatusCode::kFailedPrecondition);
+  auto bare0 = Client(LockKind::kALock, 0, nullptr);
+  EXPECT_EQ(bare0->Lock(t.at(0), Path::kLoopback).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(NewLockClient(LockKind::kRdmaMcs, cluster_->node(1), nullptr).ok());
+  EXPECT_FALSE(NewLockClient(LockKind::kALock, cluster_->node(0), s1.get()).ok()) << "session of another node";
+  // local-mcs is native-only.
+  auto lm = Client(LockKind::kLocalMcs, 1, nullptr);
+  EXPECT_EQ(lm->Lock(t.at(0)).code(), absl::StatusCode::kFailedPrecondition);
+  auto lm0 = Client(LockKind::kLocalMcs, 0, nullptr);
+  EXPECT_EQ(lm0->Lock(t.at(0), Path::kLoopback).code(), absl::StatusCode::kFailedPrecondition);
+  // Budgets are validated; InitLock only on the owning node.
+  EXPECT_FALSE(LockTable::Create(cluster_->node(0), 1, {LockKind::kALock, {0, 5}}).ok());
+  EXPECT_FALSE(InitLock(t.at(0), 1, {LockKind::kALock, {}}).ok());
+  EXPECT_EQ(ParseLockKind("nope").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseLockKind("rdma-mcs"), LockKind::kRdmaMcs);
+}
+
+TEST_F(LockApiTest, WaitingTooLongIsDeadlineExceeded) {
+  ClientOptions fast;
+  fast.timeout = std::chrono::milliseconds(50);
+  for (LockKind kind : {LockKind::kALock, LockKind::kRdmaSpin, LockKind::kRdmaMcs, LockKind::kLocalMcs}) {
+    for (NodeId waiter_node : {NodeId{0}, NodeId{1}}) {
+      if (kind == LockKind::kLocalMcs && waiter_node == 1) continue;
+      LockTable t = Table(0, kind, 1);
+      auto s0 = Session(0);
+      auto holder = Client(kind, 0, s0.get());
+      ASSERT_TRUE(holder->Lock(t.at(0)).ok());
+      absl::Status st;
+      std::thread waiter([&] {
+        auto s = Session(waiter_node);
+        auto c = Client(kind, waiter_node, s.get(), fast);
+        st = c->Lock(t.at(0));
+      });
+      waiter.join();
+      EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << LockKindName(kind) << " from " << waiter_node
+                                                                << ": " << st;
+      // The lock is now poisoned by the abandoned waiter (documented); drop it.
+    }
+  }
+}
+
+TEST_F(LockApiTest, NicFailureMidAcquireSurfacesAsStatus) {
+  LockTable t = Table(0, LockKind::kALock);
+  auto s = Session(1);
+  auto c = Client(LockKind::kALock, 1, s.get());
+  auto* dev = rdma::soft::AsSoftDevice(cluster_->node(1).device());
+  ASSERT_NE(dev, nullptr);
+  dev->faults().FailNthOperation(2);  // the {WRITE victim, READ} chain after the CAS
+  absl::Status st = c->Lock(t.at(0));
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(c->Holds(t.at(0)));
+  dev->Kill();
+  EXPECT_FALSE(c->Lock(t.at(1)).ok());
+}
+
+TEST_F(LockApiTest, LockGuardReleases) {
+  LockTable t = Table(0, LockKind::kALock);
+  auto s = Session(1);
+  auto c = Client(LockKind::kALock, 1, s.get());
+  {
+    LockGuard g(*c, t.at(0));
+    ASSERT_TRUE(g.ok());
+    EXPECT_TRUE(c->Holds(t.at(0)));
+  }
+  EXPECT_FALSE(c->Holds(t.at(0)));
+  LockGuard g(*c, t.at(0));
+  EXPECT_TRUE(g.Release().ok());
+  EXPECT_TRUE(g.Release().ok());  // idempotent
+}
+
+TEST_F(LockApiTest, ALockNativeAndRemoteStatsSeeBudgetsFromTheLine) {
+  LockTable t = Table(0, LockKind::kALock, 1, {3, 2});
+  auto s = Session(1);
+  auto c = ALockClient::Create(cluster_->node(1), s.get());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Lock(t.at(0)).ok());
+  ASSERT_TRUE((*c)->Unlock(t.at(0)).ok());
+  EXPECT_EQ((*c)->stats().acquires[1], 1u);
+  EXPECT_EQ((*c)->stats().peterson_runs[1], 1u);
+  EXPECT_EQ((*c)->stats().peterson_waits[1], 0u);
+}
+
+}  // namespace
+}  // namespace locks
