@@ -350,6 +350,11 @@ class SoftQueuePair final : public QueuePair {
                                                          core_->max_send_wr, " WRs)"));
       }
       for (const WorkRequest& wr : chain) {
+        const bool atomic = wr.opcode == Opcode::kCompareSwap || wr.opcode == Opcode::kFetchAdd;
+        if (atomic && (wr.length != 8 || wr.remote_addr % 8 != 0)) {
+          // As rxe and mlx5 do at ibv_post_send (EINVAL): nothing is posted.
+          return absl::InvalidArgumentError(absl::StrCat("atomic WR ", wr.wr_id, " needs length 8 and an 8-byte aligned remote address"));
+        }
         if (wr.inline_data && (wr.opcode != Opcode::kWrite || wr.length > core_->max_inline)) {
           return absl::InvalidArgumentError(absl::StrCat("inline data only for WRITEs of at most ",
                                                          core_->max_inline, " bytes (got ", wr.length, ")"));
@@ -440,6 +445,11 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> SoftDevice::RegisterMemory(void* a
                                                                          uint32_t access) {
   if (addr == nullptr || length == 0) {
     return absl::InvalidArgumentError("RegisterMemory: null address or zero length");
+  }
+  if ((access & (kRemoteWrite | kRemoteAtomic)) != 0 && (access & kLocalWrite) == 0) {
+    // Verbs rejects this combination (EINVAL); so do we, so code that passes
+    // on the soft NIC does not fail on hardware.
+    return absl::InvalidArgumentError("RegisterMemory: remote write or remote atomic access requires local write");
   }
   if (length > caps_.max_mr_size) {
     return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: ", length, " bytes exceeds max_mr_size"));

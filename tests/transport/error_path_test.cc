@@ -150,15 +150,27 @@ TEST_P(ErrorPaths, MissingLocalWriteIsALocalProtectionError) {
   ExpectFailureAndFlush(rd, CompletionStatus::kLocalProtectionError);
 }
 
-TEST_P(ErrorPaths, MisalignedAtomicIsAnInvalidRequest) {
+TEST_P(ErrorPaths, MisalignedAtomicIsRefusedAtPost) {
+  // Real verbs (rxe, mlx5) reject it in ibv_post_send: nothing is posted, no
+  // completion arrives, and the QP stays usable.
   WorkRequest cas = Wr(Opcode::kCompareSwap, 6, target_.address() + 4, arena_.rkey);
-  WorkRequest chain[2] = {cas, Wr(Opcode::kRead, 99, target_.address(), arena_.rkey)};
-  chain[0].signaled = false;
-  ASSERT_TRUE(qp_->Post(chain).ok());
-  std::vector<Completion> got = Collect(2);
-  ASSERT_GE(got.size(), 1u);
-  EXPECT_NE(got[0].status, CompletionStatus::kSuccess);
-  EXPECT_EQ(qp_->state(), QpState::kError);
+  WorkRequest chain[2] = {Wr(Opcode::kRead, 98, target_.address(), arena_.rkey, false), cas};
+  absl::Status st = qp_->Post(chain);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  Completion c[4];
+  EXPECT_EQ(cq_->Wait(absl::MakeSpan(c), PollMode::kBusy, std::chrono::milliseconds(50)), 0);
+  EXPECT_EQ(qp_->state(), QpState::kReadyToSend);
+  WorkRequest ok = Wr(Opcode::kRead, 7, target_.address(), arena_.rkey);
+  ASSERT_TRUE(qp_->Post({&ok, 1}).ok());
+  std::vector<Completion> got = Collect(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+}
+
+TEST_P(ErrorPaths, RemoteWriteWithoutLocalWriteCannotBeRegistered) {
+  alignas(8) static uint64_t mem[8];
+  auto mr = cluster_->node(1).device().RegisterMemory(mem, sizeof mem, kRemoteWrite);
+  EXPECT_EQ(mr.status().code(), absl::StatusCode::kInvalidArgument) << mr.status();
 }
 
 TEST_P(ErrorPaths, PostingToAnUnconnectedQpIsRefused) {
