@@ -20,6 +20,7 @@
 #include "tests/lincheck/history_generator.h"
 #include "tests/lincheck/map_model.h"
 #include "tests/lincheck/queue_model.h"
+#include "tests/lincheck/recorder.h"
 
 namespace lincheck {
 namespace {
@@ -101,6 +102,21 @@ BENCHMARK(BM_Queue2000Ops4ThreadsGenericSearch)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
+
+// Recording cost per operation (Invoke + Complete), one recorder shared by
+// all benchmark threads, each with its own logical thread id. Operations
+// accumulate (about 130 bytes each), hence the fixed iteration count.
+void BM_RecorderInvokeComplete(benchmark::State& state) {
+  static Recorder recorder;
+  ThreadRecorder r(recorder, state.thread_index(), 0, Path::kNative);
+  int64_t key = 0;
+  for (auto _ : state) {
+    Recorder::Token token = r.Invoke("put", {key, key});
+    r.Complete(token, {0, key++});
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RecorderInvokeComplete)->Iterations(1000000)->Threads(1)->Threads(2);
 
 }  // namespace
 }  // namespace lincheck

@@ -4,14 +4,17 @@
 #include "tests/lincheck/checker.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/lincheck/history_generator.h"
+#include "tests/lincheck/history_json.h"
 #include "tests/lincheck/map_model.h"
 #include "tests/lincheck/model_registry.h"
 #include "tests/lincheck/ordered_set_model.h"
@@ -119,6 +122,30 @@ TEST(CheckerTest, ReportShowsLongestPrefixAndStuckPoint) {
   EXPECT_TRUE(absl::StrContains(result->report, "read() -> 1")) << result->report;
   EXPECT_TRUE(absl::StrContains(result->report, "impossible in this state"))
       << result->report;
+}
+
+// test_util: a failed expectation carries the report and saves the history
+// for replay under Bazel's undeclared test outputs.
+TEST(CheckerTest, FailedExpectationSavesHistoryForReplay) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  ASSERT_EQ(setenv("TEST_UNDECLARED_OUTPUTS_DIR", tmp ? tmp : "/tmp", 1), 0);
+  const History bad = {
+      Op(0, 0, 10, "write", {1}, {}),
+      Op(1, 20, 30, "read", {}, {0}),
+  };
+  ::testing::AssertionResult result = IsLinearizable(kRegister, bad);
+  ASSERT_FALSE(result);
+  const std::string message = result.message();
+  EXPECT_TRUE(absl::StrContains(message, "expected ok, got illegal")) << message;
+  EXPECT_TRUE(absl::StrContains(message, "history saved as lincheck_register_"))
+      << message;
+  EXPECT_TRUE(absl::StrContains(message, "read() -> 0")) << message;
+  const std::string file = message.substr(message.find("lincheck_register_"));
+  absl::StatusOr<JsonHistory> saved = ReadJsonLinesFile(
+      absl::StrCat(tmp ? tmp : "/tmp", "/", file.substr(0, file.find(' '))));
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->model, "register");
+  EXPECT_EQ(saved->history, bad);
 }
 
 // --- Agreement with a brute-force oracle on tiny random histories. ---

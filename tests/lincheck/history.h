@@ -8,10 +8,10 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/string_view.h"
 
 namespace lincheck {
 

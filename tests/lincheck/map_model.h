@@ -2,9 +2,9 @@
 #define TESTS_LINCHECK_MAP_MODEL_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "tests/lincheck/model.h"
 
 namespace lincheck {

@@ -12,11 +12,11 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "tests/lincheck/history.h"
 #include "tests/lincheck/verdict.h"

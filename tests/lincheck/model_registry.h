@@ -2,10 +2,10 @@
 #define TESTS_LINCHECK_MODEL_REGISTRY_H_
 
 #include <memory>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tests/lincheck/model.h"
 
 namespace lincheck {

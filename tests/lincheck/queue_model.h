@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "tests/lincheck/model.h"
 
 namespace lincheck {

@@ -17,8 +17,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tests/lincheck/history.h"
 

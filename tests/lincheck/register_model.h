@@ -3,8 +3,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "tests/lincheck/model.h"
 
 namespace lincheck {

@@ -8,8 +8,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
-#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace lincheck {
 namespace {

@@ -1,10 +1,32 @@
 #include "tests/lincheck/test_util.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "tests/lincheck/history_json.h"
+
 namespace lincheck {
 namespace {
+
+// Under `bazel test`, saves a failing history where Bazel collects test
+// outputs (bazel-testlogs/<package>/<test>/test.outputs/outputs.zip), so it
+// can be replayed with lincheck_cli. Returns a note for the failure message.
+std::string SaveForReplay(const Model& model, const History& history) {
+  const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  if (dir == nullptr) return "";
+  static std::atomic<int> counter{0};
+  const std::string file =
+      absl::StrCat("lincheck_", model.name(), "_", counter++, ".jsonl");
+  if (!WriteJsonLinesFile(absl::StrCat(dir, "/", file), history, model.name()).ok()) {
+    return "";
+  }
+  return absl::StrCat("history saved as ", file,
+                      " in the test's undeclared outputs (test.outputs/outputs.zip);"
+                      " replay: bazel run //tests/lincheck:lincheck_cli -- FILE\n");
+}
 
 ::testing::AssertionResult ExpectVerdict(const Model& model,
                                          const History& history,
@@ -19,7 +41,7 @@ namespace {
     return ::testing::AssertionFailure()
            << "expected " << VerdictName(expected) << ", got "
            << VerdictName(result->verdict) << "\n"
-           << result->report;
+           << SaveForReplay(model, history) << result->report;
   }
   return ::testing::AssertionSuccess() << result->report;
 }

@@ -3,8 +3,9 @@
 
 #include <cstddef>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace lincheck {
 
