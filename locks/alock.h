@@ -13,17 +13,28 @@
 //  * `victim` (PlainWord) is written plainly by both sides: a CPU store plus a
 //    full fence locally, an RDMA WRITE remotely; never RMW'd.
 //
+// Peterson between the cohorts, with a fast path: a cohort head whose own
+// flag (tail) is up and who then sees the other cohort's tail empty enters at
+// once; only when both cohorts are present does it write `victim` and wait
+// while (other tail non-empty && victim == my cohort). The tie-break via
+// `victim` is only needed when both flags are up, and the later of two heads
+// always sees the earlier one's flag, so skipping the write when the other
+// flag is down keeps mutual exclusion (argument in locks/README.md).
+//
 // Budgets: the head of a cohort that wins Peterson gets its cohort's budget B;
 // each in-cohort handover passes budget-1; the successor that receives 0 runs
 // Peterson again. Guarantee (asserted by tests/locks/alock_fairness_test.cc):
 // once the head of cohort X has written `victim` and waits, cohort Y makes at
 // most B_Y more acquisitions before X gets the lock.
 //
-// Uncontended costs (asserted by tests/locks/alock_test.cc):
+// Uncontended costs (asserted by tests/locks/lock_api_test.cc):
 //   native:  0 NIC ops.
-//   remote/loopback: acquire = CAS r_tail [1 RT] + {WRITE victim, READ line}
-//   chained with one doorbell [1 RT]; release = CAS r_tail back [1 RT]:
-//   4 NIC ops, 3 round trips.
+//   remote/loopback: acquire = {CAS r_tail 0->me, fenced READ of the line}
+//   chained with one doorbell [1 round trip]; the READ shows l_tail empty, so
+//   no victim write is needed. Release = CAS r_tail me->0 [1 round trip].
+//   3 NIC ops, 2 round trips, 2 doorbells (target was <= 4 ops, <= 3 RTs).
+//   With the local cohort present: + {WRITE victim, READ line} [1 RT] and one
+//   READ per poll while waiting (with backoff).
 //
 // Memory: the lock line lives on any node's arena (LockTable). Each client owns
 // `max_held` descriptors in its own node's arena; a remote waiter spins on its
@@ -109,6 +120,7 @@ struct ALockStats {
   uint64_t acquires[2] = {0, 0};        // by Cohort
   uint64_t handovers_in[2] = {0, 0};    // acquired with a positive budget from a predecessor
   uint64_t peterson_runs[2] = {0, 0};   // times Peterson's algorithm ran
+  uint64_t peterson_fast[2] = {0, 0};   // ... and found the other cohort empty (no victim write)
   uint64_t peterson_waits[2] = {0, 0};  // ... and had to wait for the other cohort
   uint64_t swap_retries = 0;            // extra CASes of the r_tail swap loop
 };
@@ -159,7 +171,9 @@ class BasicALockClient final : public LockClient {
   absl::Status UnlockNative(rdma::RemotePtr lock, size_t slot);
   absl::Status UnlockRemote(rdma::RemotePtr lock, size_t slot);
   absl::Status PetersonNative(rdma::RemotePtr lock, size_t slot);
-  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot);
+  // `line`, if not null, is a READ of the lock line taken after this thread
+  // raised its cohort's flag (the fast-path check needs no new READ then).
+  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot, const uint64_t* line);
   // Spins (CPU loads) on my descriptor's budget until it is not kWaiting.
   absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
   // Spins on my descriptor's next until set.

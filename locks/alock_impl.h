@@ -14,11 +14,13 @@
 //
 // Peterson needs store->load ordering between "raise my flag" (swap my tail),
 // "victim = me" and "read the other flag". Locally: seq_cst exchange, seq_cst
-// store and a full fence. Remotely: the CAS completes before the chain
-// {WRITE victim, READ line} is posted, and one RC QP executes that WRITE
-// before that READ at the responder (the soft NIC executes a QP's WRs one by
+// store and a full fence. Remotely: the READ that follows the r_tail CAS in
+// the same chain carries the fence flag (runs after the CAS is done), and the
+// chain {WRITE victim, READ line} runs on one RC QP, where the responder
+// executes the WRITE before the READ (the soft NIC executes a QP's WRs one by
 // one with a mutex acquire between them, a full barrier on x86).
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <utility>
@@ -35,6 +37,8 @@ namespace alock_detail {
 inline rdma::RemotePtr At(rdma::RemotePtr p, uint64_t offset) { return p + offset; }
 inline uint64_t BudgetWord(int64_t b) { return static_cast<uint64_t>(b); }
 inline const uint64_t kWaitingWord = static_cast<uint64_t>(ALockDescriptor::kWaiting);
+// Longest pause, in Spinner steps, between two READs of a remote Peterson wait.
+inline constexpr int kMaxPollBackoff = 32;
 }  // namespace alock_detail
 
 template <typename P>
@@ -210,6 +214,13 @@ absl::Status BasicALockClient<P>::PetersonNative(rdma::RemotePtr lock, size_t sl
     slots_[slot].budget = budgets.remote;
     return absl::OkStatus();
   }
+  // Fast path: my flag (l_tail) is up (seq_cst exchange); if the remote
+  // cohort's is down, enter without touching victim.
+  if (w.r_tail.Load(std::memory_order_seq_cst) == 0) {
+    ++stats_.peterson_fast[0];
+    slots_[slot].budget = budgets.local;
+    return absl::OkStatus();
+  }
   w.victim.Store(kVictimLocal, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   internal::Spinner spin(options_);
@@ -273,12 +284,31 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
   // Publish the reset before the NIC can make this descriptor reachable.
   std::atomic_thread_fence(std::memory_order_release);
 
-  int attempts = 0;
-  auto pred = RemoteWord<NicWord>(lock + ALockWord::kRTailOffset).Swap(s, me.raw(), /*guess=*/0, &attempts);
-  stats_.swap_retries += static_cast<uint64_t>(attempts > 0 ? attempts - 1 : 0);
-  if (!pred.ok()) return pred.status();
-  if (*pred != 0) {
-    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
+  const RemoteWord<NicWord> r_tail(lock + ALockWord::kRTailOffset);
+  // Swap me into r_tail, betting on an empty queue: CAS 0 -> me, and in the
+  // same chain (one doorbell, one round trip) a READ of the whole line,
+  // fenced so that it runs after the CAS. If the CAS won, that READ is the
+  // Peterson fast-path check (taken after my flag went up).
+  alignas(64) uint64_t line[8];
+  uint64_t pred = 0;
+  {
+    rdma::Batch b(s, lock.node());
+    r_tail.CasIn(b, 0, me.raw(), &pred);
+    b.Fence();
+    b.Read(lock, line, sizeof line);
+    if (absl::Status st = b.Execute(); !st.ok()) return st;
+  }
+  const bool line_valid = pred == 0;
+  if (pred != 0) {
+    // The queue was not empty: finish the swap with a CAS loop from what we saw.
+    int attempts = 0;
+    auto p = r_tail.Swap(s, me.raw(), /*guess=*/pred, &attempts);
+    stats_.swap_retries += static_cast<uint64_t>(attempts);
+    if (!p.ok()) return p.status();
+    pred = *p;
+  }
+  if (pred != 0) {
+    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
     if (p.is_local(self())) {
       // The predecessor's descriptor is in my own memory: a plain CPU store to
       // a PlainWord is allowed and saves a NIC op.
@@ -294,17 +324,29 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
       ++stats_.handovers_in[1];
       return absl::OkStatus();
     }
+    return PetersonRemote(lock, slot, nullptr);
   }
-  return PetersonRemote(lock, slot);
+  return PetersonRemote(lock, slot, line_valid ? line : nullptr);
 }
 
 template <typename P>
-absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot) {
+absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, const uint64_t* seen) {
   rdma::Session& s = *session();
   ++stats_.peterson_runs[1];
   alignas(64) uint64_t line[8];
+  if (seen != nullptr) {
+    std::copy(seen, seen + 8, line);
+  } else if (absl::Status st = s.Read(lock, line, sizeof line); !st.ok()) {
+    return st;
+  }
+  // Fast path: my flag (r_tail) is up; the local cohort's is down.
+  if (line[ALockWord::kLTailOffset / 8] == 0) {
+    ++stats_.peterson_fast[1];
+    slots_[slot].budget = ALockWord::UnpackBudgets(line[ALockWord::kBudgetsOffset / 8]).remote;
+    return absl::OkStatus();
+  }
   {
-    // victim = remote, then read the whole line, one doorbell, one round trip.
+    // victim = remote, then read the whole line: one doorbell, one round trip.
     // Same QP: the responder executes the WRITE before the READ.
     rdma::Batch b(s, lock.node());
     RemoteWord<PlainWord>(lock + ALockWord::kVictimOffset).WriteIn(b, kVictimRemote);
@@ -314,6 +356,7 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
   internal::Spinner spin(options_);
   bool waited = false;
   absl::Status result;
+  int backoff = 1;
   for (;;) {
     const uint64_t l_tail = line[ALockWord::kLTailOffset / 8];
     const uint64_t victim = line[ALockWord::kVictimOffset / 8];
@@ -323,10 +366,14 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
       ++stats_.peterson_waits[1];
       if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kRemote);
     }
-    if (!spin.Spin()) {
+    // Poll with exponential backoff: each poll is a NIC READ at the lock's node.
+    bool timed_out = false;
+    for (int i = 0; i < backoff && !timed_out; ++i) timed_out = !spin.Spin();
+    if (timed_out) {
       result = spin.Timeout("ALock: remote Peterson wait for the local cohort", lock);
       break;
     }
+    backoff = std::min(backoff * 2, alock_detail::kMaxPollBackoff);
     if (absl::Status st = s.Read(lock, line, sizeof line); !st.ok()) {
       result = st;
       break;
