@@ -30,7 +30,8 @@ namespace lincheck {
 
 struct CheckOptions {
   // For the whole check; when it runs out the verdict is kUnknown (unless a
-  // partition already proved the history illegal).
+  // partition already proved the history illegal). Check returns within it,
+  // give or take a millisecond, memory freed.
   absl::Duration timeout = absl::Seconds(60);
   // Split the history with the model's partition function. Turning this off
   // checks the whole history as one partition (slower, same verdict).

@@ -21,9 +21,19 @@ namespace {
 }  // namespace
 
 // Owned by one logical thread while recording; padded so that two threads'
-// buffers never share a cache line.
+// buffers never share a cache line. Operations live in fixed-size chunks, so
+// recording never moves earlier ones (no reallocation copies).
 struct alignas(64) Recorder::ThreadBuffer {
-  std::vector<Operation> ops;
+  static constexpr size_t kChunk = 4096;
+
+  Operation& Append() {
+    if (size % kChunk == 0) chunks.push_back(std::make_unique<Operation[]>(kChunk));
+    return at(size++);
+  }
+  Operation& at(size_t i) { return chunks[i / kChunk][i % kChunk]; }
+
+  std::vector<std::unique_ptr<Operation[]>> chunks;
+  size_t size = 0;
 };
 
 Recorder::Recorder(int max_threads)
@@ -53,7 +63,6 @@ Recorder::ThreadBuffer& Recorder::BufferFor(int thread) {
   // First use of this id. Only its owner installs it, but a CAS keeps a misuse
   // (two OS threads sharing an id) from leaking.
   auto fresh = std::make_unique<ThreadBuffer>();
-  fresh->ops.reserve(1024);
   if (slot.compare_exchange_strong(buffer, fresh.get(),
                                    std::memory_order_acq_rel)) {
     return *fresh.release();
@@ -65,13 +74,13 @@ Recorder::Token Recorder::Invoke(int thread, int node, Path path,
                                  absl::string_view op,
                                  absl::Span<const int64_t> args) {
   ThreadBuffer& buffer = BufferFor(thread);
-  Operation& record = buffer.ops.emplace_back();
+  Token token{thread, static_cast<uint32_t>(buffer.size)};
+  Operation& record = buffer.Append();
   record.thread = thread;
   record.node = node;
   record.path = path;
   record.op.assign(op.data(), op.size());
   record.args.assign(args.begin(), args.end());
-  Token token{thread, static_cast<uint32_t>(buffer.ops.size() - 1)};
   record.invoke_ns = NowNs();
   return token;
 }
@@ -82,10 +91,10 @@ void Recorder::Complete(Token token, absl::Span<const int64_t> result) {
     Die("Complete with an invalid token", token.thread);
   }
   ThreadBuffer* buffer = buffers_[token.thread].load(std::memory_order_acquire);
-  if (buffer == nullptr || token.index >= buffer->ops.size()) {
+  if (buffer == nullptr || token.index >= buffer->size) {
     Die("Complete with an invalid token", token.index);
   }
-  Operation& record = buffer->ops[token.index];
+  Operation& record = buffer->at(token.index);
   if (!record.pending()) Die("operation completed twice", token.index);
   record.response_ns = now;
   record.result.assign(result.begin(), result.end());
@@ -95,14 +104,15 @@ History Recorder::Finish() {
   History history;
   size_t total = 0;
   for (int i = 0; i < max_threads_; ++i) {
-    if (ThreadBuffer* buffer = buffers_[i].load()) total += buffer->ops.size();
+    if (ThreadBuffer* buffer = buffers_[i].load()) total += buffer->size;
   }
   history.reserve(total);
   for (int i = 0; i < max_threads_; ++i) {
     ThreadBuffer* buffer = buffers_[i].load();
     if (buffer == nullptr) continue;
-    for (Operation& op : buffer->ops) history.push_back(std::move(op));
-    buffer->ops.clear();
+    for (size_t k = 0; k < buffer->size; ++k) history.push_back(std::move(buffer->at(k)));
+    buffer->chunks.clear();
+    buffer->size = 0;
   }
   std::stable_sort(history.begin(), history.end(),
                    [](const Operation& a, const Operation& b) {

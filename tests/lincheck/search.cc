@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -98,12 +99,13 @@ class EventList {
 using Bits = std::vector<uint64_t>;
 
 // The configurations explored so far: (set of linearized operations, state)
-// pairs. Entries live in one pool, so an entry costs its data plus 24 bytes,
-// and the whole cache is freed at once (a search that gave up after millions
-// of configurations returns promptly).
+// pairs. Their data lives in large chunks, never moved once written, so an
+// entry costs its data plus 24 bytes, the cache grows without copying, and it
+// is freed in a few large pieces (a search that gave up after millions of
+// configurations returns promptly).
 class ConfigCache {
  public:
-  explicit ConfigCache(size_t words) : words_(words), set_(0, Hasher{}, Equal{this}) {}
+  explicit ConfigCache(size_t words) : words_(words), set_(0, Hasher{}, Equal{words}) {}
   ConfigCache(const ConfigCache&) = delete;
   ConfigCache& operator=(const ConfigCache&) = delete;
 
@@ -113,22 +115,23 @@ class ConfigCache {
                                    absl::MakeConstSpan(state)),
                       linearized, absl::MakeConstSpan(state)};
     if (set_.find(probe) != set_.end()) return false;
-    Entry entry{probe.hash, pool_.size(), static_cast<uint32_t>(state.size())};
-    pool_.insert(pool_.end(), linearized.begin(), linearized.end());
-    for (int64_t v : state) pool_.push_back(static_cast<uint64_t>(v));
-    set_.insert(entry);
+    uint64_t* data = Allocate(words_ + state.size());
+    std::copy(linearized.begin(), linearized.end(), data);
+    std::transform(state.begin(), state.end(), data + words_,
+                   [](int64_t v) { return static_cast<uint64_t>(v); });
+    set_.insert(Entry{probe.hash, data, static_cast<uint32_t>(state.size())});
     return true;
   }
 
   size_t size() const { return set_.size(); }
-  size_t bytes() const {
-    return pool_.capacity() * sizeof(uint64_t) + set_.capacity() * (sizeof(Entry) + 1);
-  }
+  size_t bytes() const { return chunk_bytes_ + set_.capacity() * (sizeof(Entry) + 1); }
 
  private:
+  static constexpr size_t kChunkWords = size_t{1} << 20;  // 8 MiB
+
   struct Entry {
     size_t hash;
-    size_t offset;  // into pool_: the linearized bits, then the state
+    const uint64_t* data;  // the linearized bits, then the state
     uint32_t state_size;
   };
   struct Probe {
@@ -143,28 +146,49 @@ class ConfigCache {
   };
   struct Equal {
     using is_transparent = void;
-    const ConfigCache* cache;
+    size_t words;
     bool operator()(const Entry& a, const Entry& b) const {
       return a.hash == b.hash && a.state_size == b.state_size &&
-             std::equal(cache->At(a), cache->At(a) + cache->Size(a), cache->At(b));
+             std::equal(a.data, a.data + words + a.state_size, b.data);
     }
     bool operator()(const Entry& a, const Probe& p) const {
       if (a.hash != p.hash || a.state_size != p.state.size()) return false;
-      const uint64_t* data = cache->At(a);
-      return std::equal(p.linearized.begin(), p.linearized.end(), data) &&
-             std::equal(p.state.begin(), p.state.end(), data + cache->words_,
+      return std::equal(p.linearized.begin(), p.linearized.end(), a.data) &&
+             std::equal(p.state.begin(), p.state.end(), a.data + words,
                         [](int64_t x, uint64_t y) { return static_cast<uint64_t>(x) == y; });
     }
     bool operator()(const Probe& p, const Entry& a) const { return (*this)(a, p); }
   };
 
-  const uint64_t* At(const Entry& e) const { return pool_.data() + e.offset; }
-  size_t Size(const Entry& e) const { return words_ + e.state_size; }
+  uint64_t* Allocate(size_t n) {
+    if (n > chunk_free_) {
+      const size_t words = std::max(n, kChunkWords);
+      chunks_.push_back(std::make_unique_for_overwrite<uint64_t[]>(words));
+      chunk_bytes_ += words * sizeof(uint64_t);
+      chunk_next_ = chunks_.back().get();
+      chunk_free_ = words;
+    }
+    uint64_t* data = chunk_next_;
+    chunk_next_ += n;
+    chunk_free_ -= n;
+    return data;
+  }
 
   const size_t words_;
-  std::vector<uint64_t> pool_;
+  std::vector<std::unique_ptr<uint64_t[]>> chunks_;
+  uint64_t* chunk_next_ = nullptr;
+  size_t chunk_free_ = 0;
+  size_t chunk_bytes_ = 0;
   absl::flat_hash_set<Entry, Hasher, Equal> set_;
 };
+
+// Freeing a large cache takes time too (the kernel reclaims its pages at a
+// few GB/s), so a search that runs out of time stops early enough to return
+// by its deadline.
+absl::Duration TeardownTime(size_t cache_bytes) {
+  constexpr size_t kBytesPerMicrosecond = 2000;  // 2 GB/s, conservatively
+  return absl::Microseconds(cache_bytes / kBytesPerMicrosecond);
+}
 
 void SetBit(Bits& bits, int i) { bits[i / 64] |= uint64_t{1} << (i % 64); }
 void ClearBit(Bits& bits, int i) { bits[i / 64] &= ~(uint64_t{1} << (i % 64)); }
@@ -196,7 +220,8 @@ PartitionOutcome SearchLinearization(const Model& model, const History& ops,
   uint64_t steps = 0;
   int entry = list.first();
   while (entry != kNil) {
-    if (++steps % kClockInterval == 0 && absl::Now() > limits.deadline) {
+    if (++steps % kClockInterval == 0 &&
+        absl::Now() + TeardownTime(cache.bytes()) > limits.deadline) {
       outcome.verdict = Verdict::kUnknown;
       outcome.explanation = absl::StrCat(
           "timed out after ", steps, " search steps and ", cache.size(),

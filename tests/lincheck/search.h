@@ -29,6 +29,8 @@
 namespace lincheck {
 
 struct SearchLimits {
+  // The search returns kUnknown by this time, stopping early enough to free
+  // its cache before it.
   absl::Time deadline = absl::InfiniteFuture();
   // Approximate bound on the memory the cache may use.
   size_t max_cache_bytes = size_t{1} << 30;
