@@ -13,6 +13,7 @@ tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
 
 passed=0
 failed=0
+failed_names=()
 start=$(date +%s)
 
 run_bazel() {  # $1 = label, rest = bazel args
@@ -25,6 +26,13 @@ run_bazel() {  # $1 = label, rest = bazel args
   p=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$log")
   f=$(grep -cE '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log")
   if grep -q '^ERROR:' "$log" && [[ $f -eq 0 ]]; then f=1; fi  # build failure
+  local named=0
+  while read -r name; do
+    failed_names+=("${label} ${name}")
+    named=$((named + 1))
+  done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" |
+           awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(FAILED|TIMEOUT|FLAKY|NO|INCOMPLETE)$/) { print $1, $i; break }}')
+  if [[ $f -gt 0 && $named -eq 0 ]]; then failed_names+=("${label} build error"); fi
   rm -f "$log"
   passed=$((passed + p))
   failed=$((failed + f))
@@ -40,11 +48,14 @@ if [[ $quick -eq 0 ]]; then
     if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
       passed=$((passed + BASH_REMATCH[1]))
       failed=$((failed + BASH_REMATCH[2]))
+      [[ ${BASH_REMATCH[2]} -gt 0 ]] && failed_names+=("guest: see the guest summary above")
     else
       failed=$((failed + 1))
+      failed_names+=("guest: run_guest_tests.sh printed no summary")
     fi
   fi
 fi
 echo "total time $(( $(date +%s) - start ))s" >&2
+for name in "${failed_names[@]}"; do echo "FAILED: ${name}" >&2; done
 echo "${passed} passed, ${failed} failed"
 [[ $failed -eq 0 && $passed -gt 0 ]]

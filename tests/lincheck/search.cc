@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/types/span.h"
 
 namespace lincheck {
@@ -127,7 +128,9 @@ class ConfigCache {
   size_t bytes() const { return chunk_bytes_ + set_.capacity() * (sizeof(Entry) + 1); }
 
  private:
-  static constexpr size_t kChunkWords = size_t{1} << 20;  // 8 MiB
+  // Chunks grow geometrically, so small searches stay small.
+  static constexpr size_t kMinChunkWords = size_t{1} << 9;   // 4 KiB
+  static constexpr size_t kMaxChunkWords = size_t{1} << 20;  // 8 MiB
 
   struct Entry {
     size_t hash;
@@ -162,7 +165,8 @@ class ConfigCache {
 
   uint64_t* Allocate(size_t n) {
     if (n > chunk_free_) {
-      const size_t words = std::max(n, kChunkWords);
+      last_chunk_words_ = std::min(kMaxChunkWords, std::max(kMinChunkWords, 2 * last_chunk_words_));
+      const size_t words = std::max(n, last_chunk_words_);
       chunks_.push_back(std::make_unique_for_overwrite<uint64_t[]>(words));
       chunk_bytes_ += words * sizeof(uint64_t);
       chunk_next_ = chunks_.back().get();
@@ -179,6 +183,7 @@ class ConfigCache {
   uint64_t* chunk_next_ = nullptr;
   size_t chunk_free_ = 0;
   size_t chunk_bytes_ = 0;
+  size_t last_chunk_words_ = 0;
   absl::flat_hash_set<Entry, Hasher, Equal> set_;
 };
 
