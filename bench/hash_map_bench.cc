@@ -1,0 +1,337 @@
+// Throughput and per-operation costs of structures::HashMap (GitHub issue 6)
+// on its three access paths, next to the single-machine maps a user would
+// pick instead (DESIGN §8).
+//
+//   bazel run -c opt //bench:hash_map_bench -- --benchmark_counters_tabular=true
+//
+// Setup (once per process, lazily): a 2-node cluster; one HashMap<Value32>
+// (32-byte values); a key set of --keys=N (default 100000) random keys all
+// homed on node 0, pre-populated, the map kept under 25% of node 0's
+// capacity. The two baselines hold the same keys and values:
+//   std_mutex       std::unordered_map + one std::mutex
+//   absl_sharded64  absl::flat_hash_map in 64 shards, one absl::Mutex each
+//
+// Benchmarks, each with 1 and 2 threads (every thread on the same node, with
+// its own rdma::Session and map Client), for 95% get / 5% put and 50/50, over
+// uniform and Zipf(0.99) key popularity (bench/zipf.h):
+//   native/{map,std_mutex,absl_sharded64}  threads on node 0, Path::kAuto
+//   loopback/map                           threads on node 0, Path::kLoopback
+//   remote/map                             threads on node 1, Path::kAuto
+// Every thread replays a pre-generated trace (identical for the map and the
+// baselines), so random number generation is not measured. Puts overwrite
+// existing keys, so the map's size stays constant and every get hits.
+//
+// Reported: items_per_second (all threads together; wall-clock time) and, per
+// operation, the calling threads' rdma::ThisThreadCounters deltas (NIC ops,
+// doorbells, round trips waited, bytes), summed over the threads and divided
+// by the total iteration count. `misses` and `wrong` count gets/puts that did
+// not find the key or returned a value of another key; both must be 0.
+//
+// Flags (ours, before the Google Benchmark ones): --fabric=soft|verbs|auto,
+// --keys=N. Each benchmark runs MinTime(0.4 s) unless --benchmark_min_time is
+// given.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "benchmark/benchmark.h"
+#include "bench/map_baselines.h"
+#include "bench/zipf.h"
+#include "rdma/cluster.h"
+#include "rdma/op_counters.h"
+#include "structures/hash_map/hash_map.h"
+
+namespace {
+
+using bench::KeyDist;
+
+struct Value32 {
+  uint64_t w[4];
+};
+static_assert(sizeof(Value32) == 32);
+
+Value32 MakeValue(uint64_t key, uint64_t seq) { return Value32{{key, seq, ~key, seq ^ key}}; }
+
+using Map = structures::HashMap<Value32>;
+using MapClient = Map::Client;
+
+constexpr rdma::NodeId kHome = 0;   // owns every benchmark key
+constexpr rdma::NodeId kOther = 1;  // remote-path threads live here
+constexpr size_t kTraceLen = size_t{1} << 18;
+constexpr size_t kShards = 64;
+
+rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
+size_t g_num_keys = 100000;
+
+struct Workload {
+  int put_percent;
+  KeyDist dist;
+};
+
+// Everything shared by all benchmarks: created once, destroyed in main after
+// the run (after every benchmark thread has dropped its session and client).
+struct Env {
+  absl::Status map_status;  // why the map benchmarks are skipped, if they are
+  std::unique_ptr<rdma::Cluster> cluster;
+  std::unique_ptr<Map> map;
+  std::vector<uint64_t> keys;
+  std::unique_ptr<bench::MutexUnorderedMap<Value32>> std_map;
+  std::unique_ptr<bench::ShardedFlatHashMap<Value32, kShards>> absl_map;
+
+  std::mutex trace_mu;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<const std::vector<uint32_t>>> traces;
+
+  const std::vector<uint32_t>& Trace(const Workload& w, int thread) {
+    std::lock_guard<std::mutex> l(trace_mu);
+    auto& slot = traces[{w.put_percent, static_cast<int>(w.dist), thread}];
+    if (!slot) {
+      const uint64_t seed = 0x5eed0000u + 1000u * static_cast<uint64_t>(thread) +
+                            10u * static_cast<uint64_t>(w.put_percent) + static_cast<uint64_t>(w.dist);
+      slot = std::make_unique<const std::vector<uint32_t>>(
+          bench::MakeTrace(keys.size(), w.dist, w.put_percent, kTraceLen, seed));
+    }
+    return *slot;
+  }
+};
+
+Env* g_env = nullptr;
+std::once_flag g_env_once;
+
+absl::Status BuildMap(Env& env) {
+  rdma::ClusterOptions o;
+  o.num_nodes = 2;
+  o.fabric.kind = g_fabric;
+  // Node 0 holds every key: size its share for a load factor under 25%.
+  structures::HashMapOptions mo;
+  size_t groups = 1;
+  while (groups * structures::kSlotsPerGroup < 4 * g_num_keys) groups *= 2;
+  mo.groups_per_node = groups;
+  o.node.arena_bytes = std::max<size_t>(size_t{64} << 20, 2 * groups * structures::kSlotsPerGroup * 64);
+  auto cluster = rdma::Cluster::Create(o);
+  if (!cluster.ok()) return cluster.status();
+  env.cluster = std::move(*cluster);
+  auto map = Map::Create(*env.cluster, mo);
+  if (!map.ok()) return map.status();
+  env.map = std::make_unique<Map>(std::move(*map));
+  env.keys = bench::MakeKeys(g_num_keys, 42, [&](uint64_t k) { return env.map->HomeOf(k) == kHome; });
+
+  auto session = env.cluster->NewSession(kHome);
+  if (!session.ok()) return session.status();
+  auto client = env.map->NewClient(env.cluster->node(kHome), session->get());
+  if (!client.ok()) return client.status();
+  for (uint64_t k : env.keys) {
+    auto r = (*client)->Put(k, MakeValue(k, 0));
+    if (!r.ok()) return r.status();
+  }
+  return absl::OkStatus();
+}
+
+Env& GetEnv() {
+  std::call_once(g_env_once, [] {
+    g_env = new Env;
+    g_env->map_status = BuildMap(*g_env);
+    if (!g_env->map_status.ok()) {
+      fprintf(stderr, "hash_map_bench: map setup failed, map benchmarks skipped: %s\n",
+              g_env->map_status.ToString().c_str());
+      g_env->keys = bench::MakeKeys(g_num_keys, 42, [](uint64_t) { return true; });
+    }
+    g_env->std_map = std::make_unique<bench::MutexUnorderedMap<Value32>>(g_env->keys.size());
+    g_env->absl_map = std::make_unique<bench::ShardedFlatHashMap<Value32, kShards>>(g_env->keys.size());
+    for (uint64_t k : g_env->keys) {
+      g_env->std_map->Put(k, MakeValue(k, 0));
+      g_env->absl_map->Put(k, MakeValue(k, 0));
+    }
+  });
+  return *g_env;
+}
+
+// Result checks, without costing the baselines a StatusOr.
+struct Tally {
+  uint64_t misses = 0;
+  uint64_t wrong = 0;
+};
+inline bool Check(const std::optional<Value32>& r, uint64_t key, Tally& t, benchmark::State&) {
+  if (!r.has_value()) {
+    ++t.misses;
+  } else if (r->w[0] != key) {
+    ++t.wrong;
+  }
+  return true;
+}
+inline bool Check(const absl::StatusOr<std::optional<Value32>>& r, uint64_t key, Tally& t,
+                  benchmark::State& state) {
+  if (!r.ok()) {
+    state.SkipWithError(r.status().ToString().c_str());
+    return false;
+  }
+  return Check(*r, key, t, state);
+}
+
+template <typename Target>
+void RunTrace(benchmark::State& state, Target& target, const Workload& w) {
+  Env& env = GetEnv();
+  const std::vector<uint32_t>& trace = env.Trace(w, state.thread_index());
+  const uint64_t* keys = env.keys.data();
+  Tally tally;
+  size_t i = 0;
+  uint64_t seq = 0;
+  const rdma::OpCounters before = rdma::ThisThreadCounters();
+  for (auto _ : state) {
+    const uint32_t op = trace[i];
+    i = (i + 1) & (kTraceLen - 1);
+    const uint64_t key = keys[op & bench::kIndexMask];
+    if (op & bench::kPutBit) {
+      auto r = target.Put(key, MakeValue(key, ++seq));
+      if (!Check(r, key, tally, state)) break;
+      benchmark::DoNotOptimize(r);
+    } else {
+      auto r = target.Get(key);
+      if (!Check(r, key, tally, state)) break;
+      benchmark::DoNotOptimize(r);
+    }
+  }
+  const rdma::OpCounters d = rdma::ThisThreadCounters() - before;
+  using C = benchmark::Counter;
+  // Counters of all threads are summed; kAvgIterations divides by the total
+  // iteration count: per-operation averages over all threads.
+  state.counters["nic_ops/op"] = C(static_cast<double>(d.nic_ops), C::kAvgIterations);
+  state.counters["doorbells/op"] = C(static_cast<double>(d.doorbells), C::kAvgIterations);
+  state.counters["round_trips/op"] = C(static_cast<double>(d.round_trips), C::kAvgIterations);
+  state.counters["bytes/op"] = C(static_cast<double>(d.bytes), C::kAvgIterations);
+  state.counters["misses"] = C(static_cast<double>(tally.misses));
+  state.counters["wrong"] = C(static_cast<double>(tally.wrong));
+  state.SetItemsProcessed(state.iterations());
+}
+
+template <typename M>
+struct BaselineTarget {
+  M& m;
+  std::optional<Value32> Get(uint64_t key) { return m.Get(key); }
+  std::optional<Value32> Put(uint64_t key, const Value32& v) { return m.Put(key, v); }
+};
+
+struct MapTarget {
+  MapClient& c;
+  structures::Path path;
+  absl::StatusOr<std::optional<Value32>> Get(uint64_t key) { return c.Get(key, path); }
+  absl::StatusOr<std::optional<Value32>> Put(uint64_t key, const Value32& v) { return c.Put(key, v, path); }
+};
+
+enum class Kind { kMapNative, kStdMutex, kAbslSharded, kMapLoopback, kMapRemote };
+
+void BM_Map(benchmark::State& state, Kind kind, Workload w) {
+  Env& env = GetEnv();
+  switch (kind) {
+    case Kind::kStdMutex: {
+      BaselineTarget<bench::MutexUnorderedMap<Value32>> t{*env.std_map};
+      RunTrace(state, t, w);
+      return;
+    }
+    case Kind::kAbslSharded: {
+      BaselineTarget<bench::ShardedFlatHashMap<Value32, kShards>> t{*env.absl_map};
+      RunTrace(state, t, w);
+      return;
+    }
+    default:
+      break;
+  }
+  if (!env.map_status.ok()) {
+    state.SkipWithError(env.map_status.ToString().c_str());
+    return;
+  }
+  const rdma::NodeId node = kind == Kind::kMapRemote ? kOther : kHome;
+  const structures::Path path = kind == Kind::kMapLoopback ? structures::Path::kLoopback : structures::Path::kAuto;
+  // Per thread: its own session and client, both dropped before returning
+  // (the client first).
+  auto session = env.cluster->NewSession(node);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  auto client = env.map->NewClient(env.cluster->node(node), session->get());
+  if (!client.ok()) {
+    state.SkipWithError(client.status().ToString().c_str());
+    return;
+  }
+  MapTarget t{**client, path};
+  RunTrace(state, t, w);
+  client->reset();
+}
+
+void Register(bool set_min_time) {
+  const Workload workloads[] = {
+      {5, KeyDist::kUniform}, {5, KeyDist::kZipf}, {50, KeyDist::kUniform}, {50, KeyDist::kZipf}};
+  const std::pair<const char*, Kind> kinds[] = {
+      {"native/map", Kind::kMapNative},     {"native/std_mutex", Kind::kStdMutex},
+      {"native/absl_sharded64", Kind::kAbslSharded}, {"loopback/map", Kind::kMapLoopback},
+      {"remote/map", Kind::kMapRemote}};
+  for (const Workload& w : workloads) {
+    const std::string mix = w.put_percent == 5 ? "get95_put5" : "get50_put50";
+    for (auto [name, kind] : kinds) {
+      const std::string label = std::string(name) + "/" + mix + "/" + bench::KeyDistName(w.dist);
+      auto* b = benchmark::RegisterBenchmark(label.c_str(), [kind = kind, w](benchmark::State& st) {
+        BM_Map(st, kind, w);
+      });
+      b->Threads(1)->Threads(2)->UseRealTime();
+      if (set_min_time) b->MinTime(0.4);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  bool user_min_time = false;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--fabric=", 9) == 0) {
+      auto k = rdma::ParseFabricKind(argv[i] + 9);
+      if (!k.ok()) {
+        fprintf(stderr, "hash_map_bench: %s\n", std::string(k.status().message()).c_str());
+        return 2;
+      }
+      g_fabric = *k;
+    } else if (std::strncmp(argv[i], "--keys=", 7) == 0) {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(argv[i] + 7, &end, 10);
+      if (end == argv[i] + 7 || *end != '\0' || n == 0 || n > bench::kIndexMask) {
+        fprintf(stderr, "hash_map_bench: bad --keys=%s\n", argv[i] + 7);
+        return 2;
+      }
+      g_num_keys = n;
+    } else {
+      if (std::strcmp(argv[i], "--help") == 0) {
+        printf("hash_map_bench [--fabric=soft|verbs|auto] [--keys=N] [Google Benchmark flags]\n"
+               "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
+               "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
+               "and a 64-shard absl::flat_hash_map+absl::Mutex.\n");
+      }
+      if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
+      rest.push_back(argv[i]);
+    }
+  }
+  int n = static_cast<int>(rest.size());
+  Register(!user_min_time);
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  // Teardown after every benchmark thread is gone: map before cluster.
+  if (g_env != nullptr) {
+    g_env->map.reset();
+    g_env->cluster.reset();
+    delete g_env;
+  }
+  return 0;
+}
