@@ -17,6 +17,9 @@
 //   native/{map,std_mutex,absl_sharded64}  threads on node 0, Path::kAuto
 //   loopback/map                           threads on node 0, Path::kLoopback
 //   remote/map                             threads on node 1, Path::kAuto
+// Then, one thread, uniform keys, for each path of the map: get100 (gets only)
+// and put100 (puts only, every put overwrites): the uncontended per-operation
+// costs of a get and of a put.
 // Every thread replays a pre-generated trace (identical for the map and the
 // baselines), so random number generation is not measured. Puts overwrite
 // existing keys, so the map's size stays constant and every get hits.
@@ -115,25 +118,39 @@ absl::Status BuildMap(Env& env) {
   // Node 0 holds every key: size its share for a load factor under 25%.
   structures::HashMapOptions mo;
   size_t groups = 1;
-  while (groups * structures::kSlotsPerGroup < 4 * g_num_keys) groups *= 2;
+  while (groups * Map::kSlotsPerGroup < 4 * g_num_keys) groups *= 2;
   mo.groups_per_node = groups;
-  o.node.arena_bytes = std::max<size_t>(size_t{64} << 20, 2 * groups * structures::kSlotsPerGroup * 64);
+  // Each node's arena holds its part plus sessions' and clients' lines.
+  o.node.arena_bytes = groups * Map::kGroupBytes + (size_t{16} << 20);
   auto cluster = rdma::Cluster::Create(o);
   if (!cluster.ok()) return cluster.status();
   env.cluster = std::move(*cluster);
   auto map = Map::Create(*env.cluster, mo);
   if (!map.ok()) return map.status();
   env.map = std::make_unique<Map>(std::move(*map));
-  env.keys = bench::MakeKeys(g_num_keys, 42, [&](uint64_t k) { return env.map->HomeOf(k) == kHome; });
-
+  // Populate through the native path. A key whose group is already full
+  // (groups hold kSlotsPerGroup keys; at <= 25% load this is rare) is
+  // dropped and replaced by another one.
   auto session = env.cluster->NewSession(kHome);
   if (!session.ok()) return session.status();
   auto client = env.map->NewClient(env.cluster->node(kHome), session->get());
   if (!client.ok()) return client.status();
-  for (uint64_t k : env.keys) {
+  absl::Status error;
+  size_t dropped = 0;
+  env.keys = bench::MakeKeys(g_num_keys, 42, [&](uint64_t k) {
+    if (!error.ok()) return true;  // end MakeKeys quickly; the error is returned below
+    if (env.map->HomeOf(k) != kHome) return false;
     auto r = (*client)->Put(k, MakeValue(k, 0));
-    if (!r.ok()) return r.status();
-  }
+    if (r.ok()) return true;
+    if (absl::IsResourceExhausted(r.status())) {
+      ++dropped;
+    } else {
+      error = r.status();
+    }
+    return false;
+  });
+  if (!error.ok()) return error;
+  if (dropped > 0) fprintf(stderr, "hash_map_bench: %zu keys dropped (group full)\n", dropped);
   return absl::OkStatus();
 }
 
@@ -269,7 +286,24 @@ void BM_Map(benchmark::State& state, Kind kind, Workload w) {
   client->reset();
 }
 
+std::string MixName(int put_percent) {
+  switch (put_percent) {
+    case 0: return "get100";
+    case 100: return "put100";
+    default: return "get" + std::to_string(100 - put_percent) + "_put" + std::to_string(put_percent);
+  }
+}
+
 void Register(bool set_min_time) {
+  auto add = [&](const char* name, Kind kind, Workload w, bool two_threads) {
+    const std::string label = std::string(name) + "/" + MixName(w.put_percent) + "/" + bench::KeyDistName(w.dist);
+    auto* b = benchmark::RegisterBenchmark(label.c_str(), [kind, w](benchmark::State& st) { BM_Map(st, kind, w); });
+    b->Threads(1);
+    if (two_threads) b->Threads(2);
+    b->UseRealTime();
+    if (set_min_time) b->MinTime(0.4);
+  };
+  // Throughput: the mixes, 1 and 2 threads per node.
   const Workload workloads[] = {
       {5, KeyDist::kUniform}, {5, KeyDist::kZipf}, {50, KeyDist::kUniform}, {50, KeyDist::kZipf}};
   const std::pair<const char*, Kind> kinds[] = {
@@ -277,15 +311,14 @@ void Register(bool set_min_time) {
       {"native/absl_sharded64", Kind::kAbslSharded}, {"loopback/map", Kind::kMapLoopback},
       {"remote/map", Kind::kMapRemote}};
   for (const Workload& w : workloads) {
-    const std::string mix = w.put_percent == 5 ? "get95_put5" : "get50_put50";
-    for (auto [name, kind] : kinds) {
-      const std::string label = std::string(name) + "/" + mix + "/" + bench::KeyDistName(w.dist);
-      auto* b = benchmark::RegisterBenchmark(label.c_str(), [kind = kind, w](benchmark::State& st) {
-        BM_Map(st, kind, w);
-      });
-      b->Threads(1)->Threads(2)->UseRealTime();
-      if (set_min_time) b->MinTime(0.4);
-    }
+    for (auto [name, kind] : kinds) add(name, kind, w, /*two_threads=*/true);
+  }
+  // Uncontended cost of each operation alone (one thread, uniform keys): the
+  // per-op counters of a pure get and a pure put (overwrite) workload.
+  const std::pair<const char*, Kind> map_kinds[] = {
+      {"native/map", Kind::kMapNative}, {"loopback/map", Kind::kMapLoopback}, {"remote/map", Kind::kMapRemote}};
+  for (int put_percent : {0, 100}) {
+    for (auto [name, kind] : map_kinds) add(name, kind, {put_percent, KeyDist::kUniform}, /*two_threads=*/false);
   }
 }
 
@@ -329,6 +362,7 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   // Teardown after every benchmark thread is gone: map before cluster.
   if (g_env != nullptr) {
+    if (g_env->map != nullptr) g_env->map->Destroy(*g_env->cluster);
     g_env->map.reset();
     g_env->cluster.reset();
     delete g_env;

@@ -84,7 +84,8 @@ inline std::vector<uint32_t> MakeTrace(size_t n_keys, KeyDist dist, int put_perc
 }
 
 // `count` distinct random 64-bit keys (never 0 or ~0, which maps sometimes
-// reserve) for which keep(key) is true. Deterministic for a given seed. The
+// reserve) for which keep(key) is true; keep is called at most once per
+// distinct key, in order. Deterministic for a given seed. The
 // rank of a key is its position, so hot Zipf keys are spread over the hash
 // space.
 template <typename Keep>
@@ -96,7 +97,7 @@ std::vector<uint64_t> MakeKeys(size_t count, uint64_t seed, Keep keep) {
   keys.reserve(count);
   while (keys.size() < count) {
     const uint64_t k = gen();
-    if (k == 0 || k == ~uint64_t{0} || !keep(k) || !seen.insert(k).second) continue;
+    if (k == 0 || k == ~uint64_t{0} || !seen.insert(k).second || !keep(k)) continue;
     keys.push_back(k);
   }
   return keys;
