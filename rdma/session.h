@@ -106,6 +106,10 @@ class Session {
   // Resets the QP to `node` and connects it again (after an error).
   absl::Status Reconnect(NodeId node);
   QueuePair& queue_pair(NodeId node) { return *qps_[node].qp; }
+  // Where `node`'s registered arena lives, as learned from the Connector when
+  // this session was created (lets structures place data at deterministic
+  // offsets in every node's arena across processes). node < num_nodes().
+  const ArenaInfo& arena(NodeId node) const { return qps_[node].arena; }
 
  private:
   friend class Batch;

@@ -1,0 +1,22 @@
+#ifndef STRUCTURES_HASH_MAP_POLICY_H_
+#define STRUCTURES_HASH_MAP_POLICY_H_
+
+namespace structures {
+
+// The hash map's correctness switches. Production code uses HashMapPolicy
+// (all true). Tests build deliberately broken variants ("mutants") from the
+// same source by flipping one switch (tests/structures/hash_map_mutants.h) and
+// check that the linearizability/stress tests catch each one.
+struct HashMapPolicy {
+  // Readers accept a slot only if its checksum matches (false: trust torn reads).
+  static constexpr bool kVerifyReads = true;
+  // Native writers take the group lock (false: store without it).
+  static constexpr bool kNativeWritersLock = true;
+  // NIC writers release the group lock only after their slot WRITE (false:
+  // release first, then write).
+  static constexpr bool kReleaseAfterRemoteWrite = true;
+};
+
+}  // namespace structures
+
+#endif  // STRUCTURES_HASH_MAP_POLICY_H_

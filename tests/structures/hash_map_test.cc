@@ -1,0 +1,430 @@
+// HashMap unit tests: sequential semantics against std::unordered_map on every
+// path (native, loopback, remote), capacity (a full group), bad input,
+// shutdown, multi-process style creation, and the per-operation NIC costs.
+// Backends from RDMADS_FABRICS (default soft), so the same binary runs on
+// verbs in the Soft-RoCE guest.
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rdma/cluster.h"
+#include "rdma/op_counters.h"
+#include "structures/hash_map/hash_map.h"
+#include "tests/transport/backends.h"
+
+namespace structures {
+namespace {
+
+struct Val24 {
+  uint64_t a, b, c;
+  friend bool operator==(const Val24&, const Val24&) = default;
+};
+struct Val56 {
+  uint64_t w[7];
+  friend bool operator==(const Val56&, const Val56&) = default;
+};
+Val24 MakeVal24(uint64_t x) { return {x, ~x, x * 3}; }
+Val56 MakeVal56(uint64_t x) { return {{x, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6}}; }
+
+static_assert(HashMapValue<uint8_t> && HashMapValue<Val24> && HashMapValue<Val56>);
+static_assert(!HashMapValue<char[57]>, "values over 56 bytes must not compile");
+static_assert(!HashMapValue<std::string>, "non-trivially-copyable values must not compile");
+
+HashMapOptions Groups(size_t n) {
+  HashMapOptions o;
+  o.groups_per_node = n;
+  return o;
+}
+
+enum class Where { kNative, kLoopback, kRemote };
+const char* WhereName(Where w) {
+  switch (w) {
+    case Where::kNative: return "native";
+    case Where::kLoopback: return "loopback";
+    case Where::kRemote: return "remote";
+  }
+  return "?";
+}
+
+// `n` distinct keys whose home is (or is not, when `home_is` is false) `node`.
+template <typename Map>
+std::vector<uint64_t> KeysHomedAt(const Map& m, rdma::NodeId node, size_t n, bool home_is = true,
+                                  uint64_t start = 1) {
+  std::vector<uint64_t> keys;
+  for (uint64_t k = start; keys.size() < n; ++k) {
+    if ((m.HomeOf(k) == node) == home_is) keys.push_back(k);
+  }
+  return keys;
+}
+
+struct Env {
+  std::unique_ptr<rdma::Cluster> cluster;
+  std::unique_ptr<rdma::Session> session;  // node 0
+};
+Env MakeEnv(const std::string& backend, int nodes) {
+  Env e;
+  e.cluster = rdma::testing::MakeCluster(backend, nodes, 8 << 20);
+  if (e.cluster == nullptr) return e;
+  auto s = e.cluster->NewSession(0);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (s.ok()) e.session = std::move(*s);
+  return e;
+}
+
+class HashMapPathTest : public ::testing::TestWithParam<std::tuple<std::string, Where>> {};
+
+// Random get/contains/put/insert/erase against std::unordered_map, all keys on
+// one path, fixed seed; Size checked from the owner and from another node.
+TEST_P(HashMapPathTest, SequentialMatchesUnorderedMap) {
+  const auto [backend, where] = GetParam();
+  Env e = MakeEnv(backend, 3);
+  ASSERT_NE(e.cluster, nullptr);
+  ASSERT_NE(e.session, nullptr);
+  auto map = HashMap<Val24>::Create(*e.cluster, Groups(64));
+  ASSERT_TRUE(map.ok()) << map.status();
+  auto client = map->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(client.ok()) << client.status();
+  HashMap<Val24>::Client& c = **client;
+
+  const std::vector<uint64_t> keys =
+      where == Where::kRemote ? KeysHomedAt(*map, 0, 60, /*home_is=*/false) : KeysHomedAt(*map, 0, 60);
+  const Path path = where == Where::kLoopback ? Path::kLoopback : Path::kAuto;
+  std::unordered_map<uint64_t, Val24> model;
+  std::mt19937_64 rng(42);
+  const int kOps = backend == "soft" ? 3000 : 600;
+  for (int i = 0; i < kOps; ++i) {
+    const uint64_t k = keys[rng() % keys.size()];
+    const Val24 v = MakeVal24(rng());
+    const auto it = model.find(k);
+    const std::optional<Val24> expected = it == model.end() ? std::nullopt : std::optional<Val24>(it->second);
+    switch (rng() % 5) {
+      case 0: {
+        auto got = c.Get(k, path);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(*got, expected) << "get " << k << " op " << i;
+        break;
+      }
+      case 1: {
+        auto got = c.Contains(k, path);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(*got, expected.has_value()) << "contains " << k;
+        break;
+      }
+      case 2: {
+        auto got = c.Put(k, v, path);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(*got, expected) << "put " << k;
+        model[k] = v;
+        break;
+      }
+      case 3: {
+        auto got = c.Insert(k, v, path);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(*got, !expected.has_value()) << "insert " << k;
+        if (!expected) model[k] = v;
+        break;
+      }
+      case 4: {
+        auto got = c.Erase(k, path);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(*got, expected) << "erase " << k;
+        model.erase(k);
+        break;
+      }
+    }
+  }
+  // Per-node sizes, counted by node 0 (natively for its own part) and by a
+  // client on node 1 (remotely for node 0's part).
+  size_t per_node[3] = {0, 0, 0};
+  for (const auto& [k, v] : model) ++per_node[map->HomeOf(k)];
+  auto s1 = e.cluster->NewSession(1);
+  ASSERT_TRUE(s1.ok());
+  auto c1 = map->NewClient(e.cluster->node(1), s1->get());
+  ASSERT_TRUE(c1.ok());
+  for (rdma::NodeId n = 0; n < 3; ++n) {
+    auto s = c.Size(n);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(*s, per_node[n]) << "node " << n;
+    auto r = (*c1)->Size(n);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(*r, per_node[n]) << "node " << n << " counted from node 1";
+  }
+  // Every key readable on the other paths too.
+  for (uint64_t k : keys) {
+    const auto it = model.find(k);
+    const std::optional<Val24> expected = it == model.end() ? std::nullopt : std::optional<Val24>(it->second);
+    auto a = c.Get(k, Path::kLoopback);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(*a, expected);
+    auto b = (*c1)->Get(k);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(*b, expected);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, HashMapPathTest,
+    ::testing::Combine(::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
+                       ::testing::Values(Where::kNative, Where::kLoopback, Where::kRemote)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + WhereName(std::get<1>(info.param));
+    });
+
+class HashMapTest : public ::testing::TestWithParam<std::string> {};
+
+// The largest value type (56 bytes: a slot of 80 bytes, not inlined) and the
+// smallest (1 byte) round-trip on every path.
+TEST_P(HashMapTest, ValueSizesRoundTrip) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  auto big = HashMap<Val56>::Create(*e.cluster, Groups(16));
+  auto small = HashMap<uint8_t>::Create(*e.cluster, Groups(16));
+  ASSERT_TRUE(big.ok() && small.ok());
+  auto cb = big->NewClient(e.cluster->node(0), e.session.get());
+  auto cs = small->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(cb.ok() && cs.ok());
+  for (uint64_t k = 0; k < 40; ++k) {
+    const Path p = k % 2 ? Path::kLoopback : Path::kAuto;
+    ASSERT_EQ(*(*cb)->Put(k, MakeVal56(k), p), std::nullopt);
+    ASSERT_EQ(*(*cs)->Put(k, static_cast<uint8_t>(k), p), std::nullopt);
+  }
+  for (uint64_t k = 0; k < 40; ++k) {
+    for (Path p : {Path::kAuto, Path::kLoopback}) {
+      EXPECT_EQ(*(*cb)->Get(k, p), MakeVal56(k));
+      EXPECT_EQ(*(*cs)->Get(k, p), static_cast<uint8_t>(k));
+    }
+  }
+  // Extreme keys are ordinary keys (no reserved values).
+  for (uint64_t k : {uint64_t{0}, ~uint64_t{0}, uint64_t{1} << 63, ~uint64_t{0} - 1}) {
+    for (Path p : {Path::kAuto, Path::kLoopback}) {
+      const bool had = k < 40;
+      EXPECT_EQ((*cs)->Put(k, 200, p)->has_value(), had && p == Path::kAuto) << k;
+      EXPECT_EQ(*(*cs)->Get(k, p), std::optional<uint8_t>(200)) << k;
+      EXPECT_EQ(*(*cs)->Erase(k, p), std::optional<uint8_t>(200)) << k;
+      EXPECT_EQ(*(*cs)->Contains(k, p), false) << k;
+    }
+  }
+}
+
+// Filling one group: the key that does not fit gets ResourceExhausted, and
+// everything stored before stays readable and writable, on both NIC and CPU.
+TEST_P(HashMapTest, FullGroupIsResourceExhaustedAndLosesNothing) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  // One group per node: every key of a node goes to the same group.
+  auto map = HashMap<uint64_t>::Create(*e.cluster, Groups(1));
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ(map->capacity(), 2 * HashMap<uint64_t>::kSlotsPerGroup);
+  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(c.ok());
+  for (rdma::NodeId home : {rdma::NodeId{0}, rdma::NodeId{1}}) {
+    const auto keys = KeysHomedAt(*map, home, HashMap<uint64_t>::kSlotsPerGroup + 2);
+    for (size_t i = 0; i < HashMap<uint64_t>::kSlotsPerGroup; ++i) {
+      if (i % 2) {
+        auto r = (*c)->Insert(keys[i], keys[i] * 10, Path::kLoopback);
+        ASSERT_TRUE(r.ok() && *r) << r.status() << " home " << home << " key " << i;
+      } else {
+        auto r = (*c)->Put(keys[i], keys[i] * 10);
+        ASSERT_TRUE(r.ok() && !r->has_value()) << r.status() << " home " << home << " key " << i;
+      }
+    }
+    const uint64_t extra = keys[HashMap<uint64_t>::kSlotsPerGroup];
+    auto put = (*c)->Put(extra, 1);
+    ASSERT_EQ(put.status().code(), absl::StatusCode::kResourceExhausted) << put.status();
+    EXPECT_NE(put.status().message().find("groups_per_node"), std::string::npos) << put.status();
+    auto ins = (*c)->Insert(extra, 1, Path::kLoopback);
+    EXPECT_EQ(ins.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(*(*c)->Get(extra), std::nullopt);
+    // Nothing lost; present keys can still be overwritten when full.
+    for (size_t i = 0; i < HashMap<uint64_t>::kSlotsPerGroup; ++i) {
+      EXPECT_EQ(*(*c)->Get(keys[i]), std::optional<uint64_t>(keys[i] * 10));
+      EXPECT_EQ(*(*c)->Get(keys[i], Path::kLoopback), std::optional<uint64_t>(keys[i] * 10));
+    }
+    EXPECT_EQ(*(*c)->Put(keys[0], 7), std::optional<uint64_t>(keys[0] * 10));
+    EXPECT_EQ(*(*c)->Size(home), HashMap<uint64_t>::kSlotsPerGroup);
+    // Erasing frees a slot for the new key.
+    EXPECT_EQ(*(*c)->Erase(keys[1]), std::optional<uint64_t>(keys[1] * 10));
+    EXPECT_EQ(*(*c)->Insert(extra, 99), true);
+    EXPECT_EQ(*(*c)->Get(extra, Path::kLoopback), std::optional<uint64_t>(99));
+    EXPECT_EQ(*(*c)->Get(keys[0]), std::optional<uint64_t>(7));
+  }
+}
+
+TEST_P(HashMapTest, BadInput) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, Groups(0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  HashMapOptions bad_budget;
+  bad_budget.budgets.local = 0;
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, bad_budget).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HashMap<uint64_t>::CreateLocalPart(e.cluster->node(1), 1, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);  // node 1 of a 1-node map
+  EXPECT_EQ(HashMap<uint64_t>::CreateLocalPart(e.cluster->node(0), 0, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A part larger than the arena.
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, Groups(size_t{1} << 20)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+
+  auto map = HashMap<uint64_t>::Create(*e.cluster, Groups(4));
+  ASSERT_TRUE(map.ok());
+  // A session of another node.
+  auto s1 = e.cluster->NewSession(1);
+  ASSERT_TRUE(s1.ok());
+  EXPECT_EQ(map->NewClient(e.cluster->node(0), s1->get()).status().code(), absl::StatusCode::kInvalidArgument);
+  // A client of a 1-node map on node 1.
+  auto one = HashMap<uint64_t>::CreateLocalPart(e.cluster->node(0), 1, Groups(4));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->NewClient(e.cluster->node(1), s1->get()).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->Size(2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*c)->Size(65535).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // No session: native works, the NIC paths say why they cannot.
+  auto bare = map->NewClient(e.cluster->node(0), nullptr);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  const uint64_t local = KeysHomedAt(*map, 0, 1)[0];
+  const uint64_t remote = KeysHomedAt(*map, 1, 1)[0];
+  EXPECT_EQ(*(*bare)->Put(local, 5), std::nullopt);
+  EXPECT_EQ(*(*bare)->Get(local), std::optional<uint64_t>(5));
+  EXPECT_EQ((*bare)->Get(local, Path::kLoopback).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*bare)->Put(remote, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*bare)->Size(1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// After rdma::Node::Shutdown the map fails fast with a clear error.
+TEST_P(HashMapTest, ShutDownNodeFailsCleanly) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  auto map = HashMap<uint64_t>::Create(*e.cluster, Groups(4));
+  ASSERT_TRUE(map.ok());
+  auto s1 = e.cluster->NewSession(1);
+  ASSERT_TRUE(s1.ok());
+  auto c0 = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c1 = map->NewClient(e.cluster->node(1), s1->get());
+  ASSERT_TRUE(c0.ok() && c1.ok());
+  const uint64_t on0 = KeysHomedAt(*map, 0, 1)[0];
+  const uint64_t on1 = KeysHomedAt(*map, 1, 1)[0];
+  ASSERT_TRUE((*c0)->Put(on1, 1).ok());
+  e.cluster->node(1).Shutdown();
+  // Client on the shut-down node.
+  EXPECT_EQ((*c1)->Get(on0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*c1)->Put(on1, 2).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(map->NewClient(e.cluster->node(1), nullptr).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Key homed on the shut-down node.
+  auto g = (*c0)->Get(on1);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnavailable) << g.status();
+  EXPECT_NE(g.status().message().find("shut down"), std::string::npos);
+  EXPECT_EQ((*c0)->Erase(on1).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*c0)->Size(1).status().code(), absl::StatusCode::kUnavailable);
+  // The live node's own keys still work.
+  EXPECT_EQ(*(*c0)->Put(on0, 3), std::nullopt);
+  EXPECT_EQ(*(*c0)->Get(on0), std::optional<uint64_t>(3));
+}
+
+// Multi-process style: each node creates only its own part (as two processes
+// would); clients resolve the other parts through their sessions.
+TEST_P(HashMapTest, LocalPartsAgreeOnLayout) {
+  auto cluster = rdma::testing::MakeCluster(GetParam(), 2, 8 << 20);
+  ASSERT_NE(cluster, nullptr);
+  auto part0 = HashMap<uint64_t>::CreateLocalPart(cluster->node(0), 2, Groups(8));
+  auto part1 = HashMap<uint64_t>::CreateLocalPart(cluster->node(1), 2, Groups(8));
+  ASSERT_TRUE(part0.ok() && part1.ok());
+  auto s0 = cluster->NewSession(0);
+  auto s1 = cluster->NewSession(1);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  auto c0 = part0->NewClient(cluster->node(0), s0->get());
+  auto c1 = part1->NewClient(cluster->node(1), s1->get());
+  ASSERT_TRUE(c0.ok() && c1.ok());
+  for (uint64_t k = 0; k < 30; ++k) ASSERT_EQ(*(*c0)->Put(k, k + 100), std::nullopt);
+  for (uint64_t k = 0; k < 30; ++k) EXPECT_EQ(*(*c1)->Get(k), std::optional<uint64_t>(k + 100)) << k;
+  EXPECT_EQ(*(*c1)->Size(0) + *(*c0)->Size(1), 30u);
+  EXPECT_EQ(*(*c0)->Size(0), *(*c1)->Size(0));
+}
+
+// Per-operation costs, uncontended (DESIGN §8): deterministic counts.
+TEST_P(HashMapTest, OperationCosts) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  auto map = HashMap<Val24>::Create(*e.cluster, Groups(16));
+  ASSERT_TRUE(map.ok());
+  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(c.ok());
+  const uint64_t local = KeysHomedAt(*map, 0, 1)[0];
+  const uint64_t remote = KeysHomedAt(*map, 1, 1)[0];
+  auto cost = [](auto&& op) {
+    const rdma::OpCounters before = rdma::ThisThreadCounters();
+    op();
+    return rdma::ThisThreadCounters() - before;
+  };
+  auto print = [](const char* what, const rdma::OpCounters& o) {
+    std::printf("%-28s nic_ops %llu doorbells %llu round_trips %llu bytes %llu\n", what,
+                static_cast<unsigned long long>(o.nic_ops), static_cast<unsigned long long>(o.doorbells),
+                static_cast<unsigned long long>(o.round_trips), static_cast<unsigned long long>(o.bytes));
+  };
+  const Val24 v = MakeVal24(1);
+  // Native: no NIC at all.
+  for (auto [name, o] : {std::pair{"native put (new)", cost([&] { ASSERT_TRUE((*c)->Put(local, v).ok()); })},
+                         std::pair{"native put (update)", cost([&] { ASSERT_TRUE((*c)->Put(local, v).ok()); })},
+                         std::pair{"native get", cost([&] { ASSERT_TRUE((*c)->Get(local).ok()); })},
+                         std::pair{"native insert (present)", cost([&] { ASSERT_TRUE((*c)->Insert(local, v).ok()); })},
+                         std::pair{"native erase", cost([&] { ASSERT_TRUE((*c)->Erase(local).ok()); })}}) {
+    print(name, o);
+    EXPECT_EQ(o, rdma::OpCounters{}) << name;
+  }
+  // Remote and loopback get: one READ, one round trip.
+  for (auto [name, key, path] : {std::tuple{"remote", remote, Path::kAuto}, std::tuple{"loopback", local, Path::kLoopback}}) {
+    const rdma::OpCounters put_new = cost([&] { ASSERT_TRUE((*c)->Put(key, v, path).ok()); });
+    const rdma::OpCounters put_upd = cost([&] { ASSERT_TRUE((*c)->Put(key, v, path).ok()); });
+    const rdma::OpCounters get = cost([&] { ASSERT_TRUE((*c)->Get(key, path).ok()); });
+    const rdma::OpCounters contains = cost([&] { ASSERT_TRUE((*c)->Contains(key, path).ok()); });
+    const rdma::OpCounters ins = cost([&] { ASSERT_TRUE((*c)->Insert(key, v, path).ok()); });
+    const rdma::OpCounters erase = cost([&] { ASSERT_TRUE((*c)->Erase(key, path).ok()); });
+    const rdma::OpCounters get_absent = cost([&] { ASSERT_TRUE((*c)->Get(key, path).ok()); });
+    for (auto [what, o] : {std::pair{"get", get}, std::pair{"get (absent)", get_absent},
+                           std::pair{"contains", contains}}) {
+      print((std::string(name) + " " + what).c_str(), o);
+      EXPECT_EQ(o.nic_ops, 1u) << name << " " << what;
+      EXPECT_EQ(o.round_trips, 1u) << name << " " << what;
+      EXPECT_EQ(o.doorbells, 1u) << name << " " << what;
+    }
+    for (auto [what, o] : {std::pair{"put (new)", put_new}, std::pair{"put (update)", put_upd},
+                           std::pair{"erase", erase}}) {
+      print((std::string(name) + " " + what).c_str(), o);
+      EXPECT_EQ(o.nic_ops, 5u) << name << " " << what;  // CAS+READ, READ, WRITE, CAS
+      EXPECT_EQ(o.round_trips, 3u) << name << " " << what;
+      EXPECT_LE(o.round_trips, 4u) << name << " " << what;
+    }
+    print((std::string(name) + " insert (present)").c_str(), ins);
+    EXPECT_EQ(ins.nic_ops, 4u);
+    EXPECT_EQ(ins.round_trips, 3u);
+  }
+  // 56-byte values: the 80-byte slot is not inlined, so the WRITE is waited for.
+  auto big = HashMap<Val56>::Create(*e.cluster, Groups(16));
+  ASSERT_TRUE(big.ok());
+  auto cb = big->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(cb.ok());
+  const uint64_t rb = KeysHomedAt(*big, 1, 1)[0];
+  const rdma::OpCounters big_put = cost([&] { ASSERT_TRUE((*cb)->Put(rb, MakeVal56(3)).ok()); });
+  const rdma::OpCounters big_get = cost([&] { ASSERT_TRUE((*cb)->Get(rb).ok()); });
+  print("remote put 56-byte value", big_put);
+  print("remote get 56-byte value", big_get);
+  EXPECT_EQ(big_put.nic_ops, 5u);
+  EXPECT_LE(big_put.round_trips, 4u);
+  EXPECT_EQ(big_get.nic_ops, 1u);
+  EXPECT_EQ(big_get.round_trips, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, HashMapTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace structures
