@@ -92,17 +92,33 @@ struct Env {
   std::unique_ptr<bench::MutexUnorderedMap<Value32>> std_map;
   std::unique_ptr<bench::ShardedFlatHashMap<Value32, kShards>> absl_map;
 
-  std::mutex trace_mu;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<const std::vector<uint32_t>>> traces;
+  // A thread's operations, materialized: the keys in order (read
+  // sequentially, so the replay itself adds no cache misses) and one "put"
+  // bit per operation.
+  struct Trace {
+    std::vector<uint64_t> keys;
+    std::vector<uint64_t> put_bits;
+    bool is_put(size_t i) const { return (put_bits[i / 64] >> (i % 64)) & 1; }
+  };
 
-  const std::vector<uint32_t>& Trace(const Workload& w, int thread) {
+  std::mutex trace_mu;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<const Trace>> traces;
+
+  const Trace& GetTrace(const Workload& w, int thread) {
     std::lock_guard<std::mutex> l(trace_mu);
     auto& slot = traces[{w.put_percent, static_cast<int>(w.dist), thread}];
     if (!slot) {
       const uint64_t seed = 0x5eed0000u + 1000u * static_cast<uint64_t>(thread) +
                             10u * static_cast<uint64_t>(w.put_percent) + static_cast<uint64_t>(w.dist);
-      slot = std::make_unique<const std::vector<uint32_t>>(
-          bench::MakeTrace(keys.size(), w.dist, w.put_percent, kTraceLen, seed));
+      const std::vector<uint32_t> ops = bench::MakeTrace(keys.size(), w.dist, w.put_percent, kTraceLen, seed);
+      auto t = std::make_unique<Trace>();
+      t->keys.resize(kTraceLen);
+      t->put_bits.assign(kTraceLen / 64, 0);
+      for (size_t i = 0; i < kTraceLen; ++i) {
+        t->keys[i] = keys[ops[i] & bench::kIndexMask];
+        if (ops[i] & bench::kPutBit) t->put_bits[i / 64] |= uint64_t{1} << (i % 64);
+      }
+      slot = std::move(t);
     }
     return *slot;
   }
@@ -198,17 +214,17 @@ inline bool Check(const absl::StatusOr<std::optional<Value32>>& r, uint64_t key,
 template <typename Target>
 void RunTrace(benchmark::State& state, Target& target, const Workload& w) {
   Env& env = GetEnv();
-  const std::vector<uint32_t>& trace = env.Trace(w, state.thread_index());
-  const uint64_t* keys = env.keys.data();
+  const Env::Trace& trace = env.GetTrace(w, state.thread_index());
+  const uint64_t* keys = trace.keys.data();
   Tally tally;
   size_t i = 0;
   uint64_t seq = 0;
   const rdma::OpCounters before = rdma::ThisThreadCounters();
   for (auto _ : state) {
-    const uint32_t op = trace[i];
+    const uint64_t key = keys[i];
+    const bool put = trace.is_put(i);
     i = (i + 1) & (kTraceLen - 1);
-    const uint64_t key = keys[op & bench::kIndexMask];
-    if (op & bench::kPutBit) {
+    if (put) {
       auto r = target.Put(key, MakeValue(key, ++seq));
       if (!Check(r, key, tally, state)) break;
       benchmark::DoNotOptimize(r);
