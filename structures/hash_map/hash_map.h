@@ -98,6 +98,12 @@ enum class Path {
 
 using hash_map_internal::HashMapValue;  // trivially copyable, sizeof <= 56
 
+// Per-client counters (plain; read by the client's thread or after it stops).
+struct HashMapClientStats {
+  uint64_t torn_reads = 0;    // optimistic reads that found a slot failing its checksum
+  uint64_t locked_reads = 0;  // reads that gave up optimism and took the group lock
+};
+
 struct HashMapOptions {
   size_t groups_per_node = 1024;  // capacity = nodes * groups_per_node * kSlotsPerGroup
   locks::Budgets budgets;         // ALock budgets of every group lock
@@ -393,6 +399,7 @@ class HashMap<V, Policy>::Client {
   }
 
   rdma::NodeId node() const { return node_.id(); }
+  const HashMapClientStats& stats() const { return stats_; }
 
  private:
   friend class HashMap;
@@ -473,8 +480,10 @@ class HashMap<V, Policy>::Client {
     for (int attempt = 0; attempt < kOptimisticReads; ++attempt) {
       if (absl::Status s = Snapshot(r); !s.ok()) return s;
       if (accept(static_cast<const uint64_t*>(snap_.data()))) return absl::OkStatus();
+      ++stats_.torn_reads;
       if (attempt >= 2) std::this_thread::yield();  // let the writer finish (2-core machines)
     }
+    ++stats_.locked_reads;
     if (absl::Status s = lock_->Lock(r.group_ptr, r.lock_path); !s.ok()) return s;
     absl::Status s = Snapshot(r);
     absl::Status u = lock_->Unlock(r.group_ptr);
@@ -555,6 +564,7 @@ class HashMap<V, Policy>::Client {
   rdma::Node& node_;
   rdma::Session* const session_;
   std::unique_ptr<locks::ALockClient> lock_;
+  HashMapClientStats stats_;
   std::array<uint64_t, L::kSnapshotWords> snap_{};  // the last group read (private memory)
 };
 

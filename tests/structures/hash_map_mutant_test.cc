@@ -1,0 +1,123 @@
+// The three hash-map mutants (tests/structures/hash_map_mutants.h), each built
+// from the production source with one correctness switch flipped, must be
+// caught by the same recorded stress + lincheck as the real map; and the real
+// map must pass that exact workload (the control), so the catch is due to the
+// mutation. Soft NIC only: its latency injection and copy hook widen the race
+// windows; every attempt is bounded, at most kAttempts attempts per mutant.
+
+#include <cstdio>
+
+#include "gtest/gtest.h"
+#include "tests/lincheck/checker.h"
+#include "tests/lincheck/test_util.h"
+#include "tests/structures/hash_map_model.h"
+#include "tests/structures/hash_map_mutants.h"
+#include "tests/structures/hash_map_stress.h"
+
+namespace structures::testing {
+namespace {
+
+constexpr int kAttempts = 5;
+
+lincheck::Verdict Check(const StressResult& r) {
+  lincheck::CheckOptions o;
+  o.timeout = absl::Seconds(20);
+  auto result = lincheck::Check(HashMapModel(), r.history, o);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return lincheck::Verdict::kUnknown;
+  if (result->verdict == lincheck::Verdict::kIllegal) {
+    std::printf("%s\n", result->report.substr(0, 3000).c_str());
+  }
+  return result->verdict;
+}
+
+// Runs `cfg` on Mutant up to kAttempts times (seed varies); true once the
+// checker says illegal or the map's own integrity check (DataLoss) fires.
+template <typename Mutant>
+bool Caught(StressConfig cfg, const char* name) {
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    cfg.seed = 100 + attempt;
+    StressResult r = RunStress<Mutant>(cfg);
+    const lincheck::Verdict v = Check(r);
+    std::printf("%s attempt %d: %llu ops, verdict %s, %llu errors (%llu DataLoss)%s%s\n", name, attempt,
+                static_cast<unsigned long long>(r.history.size()), lincheck::VerdictName(v).data(),
+                static_cast<unsigned long long>(r.errors), static_cast<unsigned long long>(r.data_loss),
+                r.first_error.empty() ? "" : ": ", r.first_error.c_str());
+    if (v == lincheck::Verdict::kIllegal || r.data_loss > 0) return true;
+  }
+  return false;
+}
+
+// The real map on the same workload: linearizable. Returns its result.
+StressResult ExpectControlPasses(StressConfig cfg) {
+  cfg.seed = 7;
+  StressResult r = RunStress<HashMapPolicy>(cfg);
+  std::printf("control: %llu ops, %llu torn reads retried, %llu reads under the lock\n",
+              static_cast<unsigned long long>(r.history.size()), static_cast<unsigned long long>(r.torn_reads),
+              static_cast<unsigned long long>(r.locked_reads));
+  EXPECT_EQ(r.errors, 0u) << r.first_error;
+  EXPECT_GT(r.history.size(), cfg.workers.size() * 10);
+  lincheck::CheckOptions o;
+  o.timeout = absl::Seconds(20);
+  EXPECT_TRUE(lincheck::IsLinearizable(HashMapModel(), r.history, o));
+  return r;
+}
+
+// Two keys on node 0; native writers there, readers remote and loopback; the
+// NIC pauses 50 µs inside every slot it copies from node 0, so READs tear.
+StressConfig TornReadConfig() {
+  StressConfig c;
+  c.nodes = 3;
+  c.home = 0;
+  c.num_keys = 2;
+  c.hot_keys = 0;
+  const auto think = std::chrono::microseconds(50);
+  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
+               {0, Path::kAuto, StressWorker::kWriter, think},
+               {0, Path::kLoopback, StressWorker::kReader},
+               {1, Path::kAuto, StressWorker::kReader},
+               {2, Path::kAuto, StressWorker::kReader}};
+  c.slow_copy_node = 0;
+  c.slow_copy = std::chrono::microseconds(50);
+  c.ops_per_worker = 300;
+  c.duration = std::chrono::milliseconds(1500);
+  return c;
+}
+
+// Two keys on node 0; native and remote writers on them; every NIC op takes
+// 20 µs longer, so NIC critical sections are wide.
+StressConfig WriterRaceConfig() {
+  StressConfig c;
+  c.nodes = 3;
+  c.home = 0;
+  c.num_keys = 2;
+  c.hot_keys = 0;
+  const auto think = std::chrono::microseconds(100);  // spreads native ops over the NIC writers' run
+  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
+               {0, Path::kAuto, StressWorker::kMixed, think},
+               {1, Path::kAuto, StressWorker::kWriter},
+               {2, Path::kAuto, StressWorker::kMixed}};
+  c.soft_latency = std::chrono::microseconds(20);
+  c.ops_per_worker = 400;
+  c.duration = std::chrono::milliseconds(1500);
+  return c;
+}
+
+TEST(HashMapMutantTest, SkippedChecksumIsCaught) {
+  // The window is real: the real map's readers did see torn slots (and retried).
+  EXPECT_GT(ExpectControlPasses(TornReadConfig()).torn_reads, 0u);
+  EXPECT_TRUE(Caught<MutantSkipChecksumPolicy>(TornReadConfig(), "skip-checksum"));
+}
+
+TEST(HashMapMutantTest, NativePutWithoutLockIsCaught) {
+  ExpectControlPasses(WriterRaceConfig());
+  EXPECT_TRUE(Caught<MutantNativeNoLockPolicy>(WriterRaceConfig(), "native-no-lock"));
+}
+
+TEST(HashMapMutantTest, ReleaseBeforeRemoteWriteIsCaught) {
+  ExpectControlPasses(WriterRaceConfig());
+  EXPECT_TRUE(Caught<MutantEarlyReleasePolicy>(WriterRaceConfig(), "early-release"));
+}
+
+}  // namespace
+}  // namespace structures::testing
