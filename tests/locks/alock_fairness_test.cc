@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -58,7 +59,7 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
   rdma::ClusterOptions o;
   o.num_nodes = 2;
   o.node.arena_bytes = 2 << 20;
-  o.fabric.kind = rdma::FabricKind::kSoft;
+  o.fabric.kind = FabricUnderTest();
   auto cluster = std::move(*rdma::Cluster::Create(o));
   LockTable table = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, budgets});
   const rdma::RemotePtr lock = table.at(0);
@@ -77,6 +78,9 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
   std::vector<int> done(specs.size(), 0);
   std::vector<std::string> errors(specs.size());
   std::vector<ALockStats> stats(specs.size());
+  // Everyone starts together: on verbs, setting up a Session (QPs) takes long
+  // enough that early threads would otherwise finish before late ones start.
+  std::latch start(static_cast<std::ptrdiff_t>(specs.size()));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < specs.size(); ++i) {
     threads.emplace_back([&, i] {
@@ -86,6 +90,7 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
       auto client = std::move(*ALockClient::Create(cluster->node(specs[i].node), session.get(), co, &observer));
       const int me = static_cast<int>(client->CohortFor(lock, specs[i].path));
       const int other = 1 - me;
+      start.arrive_and_wait();
       for (int it = 0; it < iterations; ++it) {
         if (absl::Status s = client->Lock(lock, specs[i].path); !s.ok()) {
           errors[i] = s.ToString();

@@ -24,6 +24,11 @@
 
 namespace locks::testing {
 
+// The fabric the lock tests run on: the first of RDMADS_FABRICS (default
+// soft; the Soft-RoCE guest run sets verbs). Soft-only fault hooks (NIC
+// atomic pauses) are skipped on verbs; the checks stay the same.
+rdma::FabricKind FabricUnderTest();
+bool OnVerbs();
 // True when built with ThreadSanitizer (tests scale their work down).
 bool UnderTsan();
 // Scales `n` down under sanitizers (TSan /8), at least 1.

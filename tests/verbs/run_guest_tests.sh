@@ -25,6 +25,8 @@ GUEST_TESTS=(
   //tests/verbs:verbs_unit_test
   //tests/verbs:tcp_connector_test
   //tests/verbs:two_node_test
+  //tests/locks:mutual_exclusion_test
+  //tests/locks:alock_fairness_test
 )
 # Two guests joined by a UDP link; every binary runs in both guests.
 TWO_GUEST_TESTS=(
