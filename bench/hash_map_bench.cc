@@ -6,8 +6,9 @@
 //
 // Setup (once per process, lazily): a 2-node cluster; one HashMap<Value32>
 // (32-byte values); a key set of --keys=N (default 100000) random keys all
-// homed on node 0, pre-populated, the map kept under 25% of node 0's
-// capacity. The two baselines hold the same keys and values:
+// homed on node 0, pre-populated; node 0's part of the map is sized for a
+// load factor of --load_percent (default 25%). The two baselines hold the
+// same keys and values:
 //   std_mutex       std::unordered_map + one std::mutex
 //   absl_sharded64  absl::flat_hash_map in 64 shards, one absl::Mutex each
 //
@@ -30,9 +31,9 @@
 // by the total iteration count. `misses` and `wrong` count gets/puts that did
 // not find the key or returned a value of another key; both must be 0.
 //
-// Flags (ours, before the Google Benchmark ones): --fabric=soft|verbs|auto,
-// --keys=N. Each benchmark runs MinTime(0.4 s) unless --benchmark_min_time is
-// given.
+// Flags (ours, mixed freely with the Google Benchmark ones):
+// --fabric=soft|verbs|auto, --keys=N, --load_percent=P. Each benchmark runs
+// MinTime(0.4 s) unless --benchmark_min_time is given.
 
 #include <algorithm>
 #include <cstdio>
@@ -76,6 +77,7 @@ constexpr size_t kShards = 64;
 
 rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
 size_t g_num_keys = 100000;
+size_t g_load_percent = 25;  // of node 0's part
 
 struct Workload {
   int put_percent;
@@ -131,10 +133,11 @@ absl::Status BuildMap(Env& env) {
   rdma::ClusterOptions o;
   o.num_nodes = 2;
   o.fabric.kind = g_fabric;
-  // Node 0 holds every key: size its share for a load factor under 25%.
+  // Node 0 holds every key: size its part for a load factor of
+  // --load_percent (default 25%).
   structures::HashMapOptions mo;
-  size_t groups = 1;
-  while (groups * Map::kSlotsPerGroup < 4 * g_num_keys) groups *= 2;
+  const size_t groups = (g_num_keys * 100 + Map::kSlotsPerGroup * g_load_percent - 1) /
+                        (Map::kSlotsPerGroup * g_load_percent);
   mo.groups_per_node = groups;
   // Each node's arena holds its part plus sessions' and clients' lines.
   o.node.arena_bytes = groups * Map::kGroupBytes + (size_t{16} << 20);
@@ -359,12 +362,21 @@ int main(int argc, char** argv) {
         return 2;
       }
       g_num_keys = n;
+    } else if (std::strncmp(argv[i], "--load_percent=", 15) == 0) {
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(argv[i] + 15, &end, 10);
+      if (end == argv[i] + 15 || *end != '\0' || n == 0 || n > 90) {
+        fprintf(stderr, "hash_map_bench: bad --load_percent=%s (1..90)\n", argv[i] + 15);
+        return 2;
+      }
+      g_load_percent = n;
     } else {
       if (std::strcmp(argv[i], "--help") == 0) {
-        printf("hash_map_bench [--fabric=soft|verbs|auto] [--keys=N] [Google Benchmark flags]\n"
+        printf("hash_map_bench [--fabric=soft|verbs|auto] [--keys=N] [--load_percent=P] [Google Benchmark flags]\n"
                "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
                "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
-               "and a 64-shard absl::flat_hash_map+absl::Mutex.\n");
+               "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
+               "--load_percent: keys / slots of the home node's part (default 25).\n");
       }
       if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
       rest.push_back(argv[i]);
