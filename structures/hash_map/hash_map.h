@@ -165,13 +165,23 @@ class HashMap {
   }
 
   // Returns the parts this handle allocated to their nodes' arenas. No client
-  // may be in use. (Create's handle owns all parts; CreateLocalPart's its own.)
+  // may be in use, and no copy of this handle may be used afterwards (copies
+  // share the parts). Create's handle owns all parts; CreateLocalPart's only
+  // its own (see DestroyLocalPart).
   void Destroy(rdma::Cluster& cluster) {
     for (size_t n = 0; n < bases_.size(); ++n) {
       if (nodes_[n] != nullptr && !bases_[n].is_null()) {
         cluster.node(static_cast<rdma::NodeId>(n)).Free(bases_[n], PartBytes(groups_per_node_));
         bases_[n] = rdma::RemotePtr();
       }
+    }
+  }
+
+  // CreateLocalPart's counterpart: returns this process's own part to `self`.
+  void DestroyLocalPart(rdma::Node& self) {
+    if (self.id() < bases_.size() && nodes_[self.id()] == &self && !bases_[self.id()].is_null()) {
+      self.Free(bases_[self.id()], PartBytes(groups_per_node_));
+      bases_[self.id()] = rdma::RemotePtr();
     }
   }
 

@@ -1,0 +1,80 @@
+// Measures how full a HashMap gets before the first ResourceExhausted, for
+// uniformly random keys (the numbers behind structures/README.md, Capacity).
+// Keys map to groups with a fixed mixer, so the load factor at the first full
+// group depends only on the total number of groups (nodes * groups_per_node);
+// a 1-node map on the native path measures it fastest.
+
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rdma/cluster.h"
+#include "structures/hash_map/hash_map.h"
+#include "tests/transport/backends.h"
+
+namespace structures {
+namespace {
+
+struct Load {
+  double first_full = 0;   // stored / capacity when the first insert failed
+  double at_1pct = 0;      // stored / capacity when 1% of inserts so far failed
+};
+
+Load Measure(rdma::Cluster& cluster, size_t groups, uint64_t seed) {
+  HashMapOptions o;
+  o.groups_per_node = groups;
+  auto map = HashMap<uint64_t>::Create(cluster, o);
+  EXPECT_TRUE(map.ok()) << map.status();
+  auto c = map->NewClient(cluster.node(0), nullptr);
+  EXPECT_TRUE(c.ok()) << c.status();
+  std::mt19937_64 rng(seed);
+  Load load;
+  size_t stored = 0, attempts = 0, failed = 0;
+  const double cap = static_cast<double>(map->capacity());
+  while (stored < map->capacity()) {
+    auto r = (*c)->Insert(rng(), 1);
+    ++attempts;
+    if (r.ok()) {
+      stored += *r ? 1 : 0;
+      continue;
+    }
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    if (failed++ == 0) load.first_full = stored / cap;
+    if (failed * 100 >= attempts) {
+      load.at_1pct = stored / cap;
+      break;
+    }
+  }
+  c->reset();
+  map->Destroy(cluster);
+  return load;
+}
+
+TEST(HashMapCapacityTest, LoadFactorAtFirstFullGroup) {
+  auto cluster = rdma::testing::MakeCluster("soft", 1, 32 << 20);
+  ASSERT_NE(cluster, nullptr);
+  std::printf("groups  slots    load at first ResourceExhausted (min / mean / max of 5)   load when 1%% of inserts fail (mean)\n");
+  for (size_t groups : {16, 256, 4096, 65536}) {
+    double lo = 1, hi = 0, sum = 0, sum1 = 0;
+    const int kSeeds = 5;
+    for (int s = 0; s < kSeeds; ++s) {
+      const Load l = Measure(*cluster, groups, 1000 + s);
+      lo = std::min(lo, l.first_full);
+      hi = std::max(hi, l.first_full);
+      sum += l.first_full;
+      sum1 += l.at_1pct;
+    }
+    std::printf("%6zu %6zu   %.3f / %.3f / %.3f   %.3f\n", groups, groups * HashMap<uint64_t>::kSlotsPerGroup, lo,
+                sum / kSeeds, hi, sum1 / kSeeds);
+    // Sanity bounds (the map must not fail early, nor report more than it holds).
+    // Balls into bins: the first full group comes early (and earlier the more
+    // groups there are), while most groups still have room.
+    EXPECT_GT(lo, 0.10) << groups;
+    EXPECT_LE(hi, 1.0) << groups;
+    EXPECT_GT(sum1 / kSeeds, 0.40) << groups;
+  }
+}
+
+}  // namespace
+}  // namespace structures
