@@ -31,7 +31,7 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
                  {1, Path::kAuto},
                  {2, Path::kAuto}};
     // The soft NIC runs ~1 µs per op; verbs in the TCG guest ~100x slower.
-    c.ops_per_worker = c.backend == "soft" ? 4000 : 150;
+    c.ops_per_worker = c.backend == "soft" ? 4000 : 400;
     c.duration = std::chrono::milliseconds(c.backend == "soft" ? 4000 : 15000);
     return c;
   }
@@ -83,35 +83,6 @@ TEST_P(HashMapLincheckTest, NativeWritersRemoteReaders) {
                {1, Path::kAuto, StressWorker::kReader},
                {2, Path::kAuto, StressWorker::kMixed}};
   RunAndCheck(c);
-}
-
-// Soft NIC only: every READ of node 0 pauses 2 ms inside each slot while two
-// native writers keep rewriting the keys, so nearly every optimistic read is
-// torn: readers must give up after kOptimisticReads and read under the group
-// lock, and the history must still be linearizable.
-TEST_P(HashMapLincheckTest, ReadersFallBackToTheLockUnderConstantTearing) {
-  if (GetParam() != "soft") GTEST_SKIP() << "needs the soft NIC's copy hook";
-  StressConfig c = Base();
-  c.seed = 14;
-  c.home = 0;
-  c.num_keys = 2;
-  c.hot_keys = 0;
-  const auto think = std::chrono::microseconds(300);
-  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
-               {0, Path::kAuto, StressWorker::kWriter, think},
-               {1, Path::kAuto, StressWorker::kReader}};
-  c.slow_copy_node = 0;
-  c.slow_copy = std::chrono::milliseconds(2);
-  c.ops_per_worker = 20000;  // writers keep going for the whole duration
-  c.duration = std::chrono::milliseconds(3000);
-  StressResult r = RunStress<HashMapPolicy>(c);
-  EXPECT_EQ(r.errors, 0u) << r.first_error;
-  std::printf("%zu ops, %llu torn reads, %llu reads under the lock\n", r.history.size(),
-              static_cast<unsigned long long>(r.torn_reads), static_cast<unsigned long long>(r.locked_reads));
-  EXPECT_GT(r.locked_reads, 0u);
-  lincheck::CheckOptions o;
-  o.timeout = absl::Seconds(20);
-  EXPECT_TRUE(lincheck::IsLinearizable(HashMapModel(), r.history, o));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HashMapLincheckTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),

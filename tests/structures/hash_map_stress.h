@@ -178,7 +178,10 @@ StressResult RunStress(const StressConfig& cfg) {
       if (result.first_error.empty()) result.first_error = s.ToString();
     };
     for (int i = 0; i < cfg.ops_per_worker && std::chrono::steady_clock::now() < deadline; ++i) {
-      if (w.think.count() > 0) std::this_thread::sleep_for(w.think);
+      if (w.think.count() > 0) {  // yield rather than sleep: exact on slow (emulated) timers too
+        const auto until = std::chrono::steady_clock::now() + w.think;
+        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      }
       const bool hot = cfg.hot_keys > 0 && static_cast<int>(rng() % 100) < cfg.hot_percent;
       const size_t nk = hot ? std::min<size_t>(cfg.hot_keys, keys.size()) : keys.size();
       const uint64_t key = keys[rng() % nk];
