@@ -121,26 +121,27 @@ TEST(HashMapMutantTest, ReleaseBeforeRemoteWriteIsCaught) {
   EXPECT_TRUE(Caught<MutantEarlyReleasePolicy>(WriterRaceConfig(), "early-release"));
 }
 
-// Soft NIC only: every READ of node 0 pauses 2 ms inside each slot while two
-// native writers keep rewriting the keys, so nearly every optimistic read is
-// torn: readers must give up after kOptimisticReads and read under the group
-// lock, and the history must still be linearizable.
+// Soft NIC only: one key on node 0, rewritten by two native writers; every
+// READ of node 0 pauses inside each slot until a write completes, so every
+// optimistic read is torn: readers must give up after kOptimisticReads and
+// read under the group lock, and the history must still be linearizable.
 TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   StressConfig c;
   c.backend = "soft";
   c.nodes = 3;
   c.seed = 14;
   c.home = 0;
-  c.num_keys = 2;
+  c.num_keys = 1;
   c.hot_keys = 0;
   const auto think = std::chrono::microseconds(300);
   c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
                {0, Path::kAuto, StressWorker::kWriter, think},
                {1, Path::kAuto, StressWorker::kReader}};
   c.slow_copy_node = 0;
-  c.slow_copy = std::chrono::milliseconds(2);
+  c.slow_copy = std::chrono::milliseconds(5);  // at most; under the lock no write comes
+  c.slow_copy_until_write = true;
   c.ops_per_worker = 20000;  // writers keep going for the whole duration
-  c.duration = std::chrono::milliseconds(3000);
+  c.duration = std::chrono::milliseconds(1500);
   StressResult r = RunStress<HashMapPolicy>(c);
   EXPECT_EQ(r.errors, 0u) << r.first_error;
   std::printf("%zu ops, %llu torn reads, %llu reads under the lock\n", r.history.size(),

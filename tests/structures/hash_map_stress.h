@@ -77,6 +77,10 @@ struct StressConfig {
   std::chrono::nanoseconds soft_latency{0};
   int slow_copy_node = -1;
   std::chrono::microseconds slow_copy{0};
+  // With the hook: instead of sleeping slow_copy, wait until some worker
+  // completes a put (at most slow_copy), so every paused slot copy straddles
+  // a write: deterministic tearing when all puts hit that slot (one key).
+  bool slow_copy_until_write = false;
 };
 
 struct StressResult {
@@ -136,13 +140,22 @@ StressResult RunStress(const StressConfig& cfg) {
     }
   }
 
+  std::atomic<uint64_t> puts_done{0};
   rdma::soft::SoftDevice* slow_dev = nullptr;
   if (cfg.backend == "soft" && cfg.slow_copy_node >= 0 && cfg.slow_copy.count() > 0) {
     slow_dev = rdma::soft::AsSoftDevice(cluster->node(static_cast<rdma::NodeId>(cfg.slow_copy_node)).device());
     const auto pause = cfg.slow_copy;
+    const bool until_write = cfg.slow_copy_until_write;
     if (slow_dev != nullptr) {
-      slow_dev->faults().SetCopyHook([pause](uint64_t word) {
-        if (word % SlotL::kWords == 2) std::this_thread::sleep_for(pause);
+      slow_dev->faults().SetCopyHook([pause, until_write, &puts_done](uint64_t word) {
+        if (word % SlotL::kWords != 2) return;
+        if (!until_write) {
+          std::this_thread::sleep_for(pause);
+          return;
+        }
+        const uint64_t before = puts_done.load();
+        const auto until = std::chrono::steady_clock::now() + pause;
+        while (puts_done.load() == before && std::chrono::steady_clock::now() < until) std::this_thread::yield();
       });
     }
   }
@@ -202,6 +215,7 @@ StressResult RunStress(const StressConfig& cfg) {
       if ((dice -= cfg.put_percent) < 0) {
         auto tok = rec.Invoke("put", {k, v});
         auto r = client->Put(key, sv, w.path);
+        puts_done.fetch_add(1);
         if (r.ok()) {
           rec.Complete(tok, {r->has_value() ? 1 : 0, r->has_value() ? value_of(**r) : 0});
         } else {

@@ -1,0 +1,223 @@
+// The hash map across two processes: each node creates only its own part
+// (HashMap::CreateLocalPart) and reaches the other through a TcpConnector.
+//
+// Two modes, as tests/verbs/two_node_test.cc:
+//  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
+//    RXE_NUM_NODES=2, RXE_NODE_ID=0|1, RXE_SELF_IP, RXE_PEER_IP; each guest
+//    runs this binary as one node on the verbs fabric. Port: RDMADS_TCP_PORT
+//    (default 7481).
+//  * otherwise, one process: both nodes on the first backend of
+//    RDMADS_FABRICS (default soft), their connectors on 127.0.0.1.
+//
+// Phases, with TCP barriers in between: (1) each node puts its half of the
+// keys (spread over both nodes: native and remote puts), (2) each reads every
+// key (native, loopback and remote gets), (3) both race to Insert the same
+// keys: exactly one wins each key, and the stored value is the winner's,
+// (4) each erases its half, and both see an empty map.
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "rdma/fabric.h"
+#include "rdma/node.h"
+#include "rdma/session.h"
+#include "rdma/verbs/tcp_connector.h"
+#include "structures/hash_map/hash_map.h"
+
+namespace structures {
+namespace {
+
+using rdma::NodeId;
+using rdma::verbs::TcpConnector;
+using rdma::verbs::TcpConnectorOptions;
+using rdma::verbs::TcpPeer;
+
+constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
+constexpr uint64_t kKeys = 64;
+constexpr uint64_t kRecordBase = uint64_t{1} << 40;  // key kRecordBase + k: who won the insert of k
+
+std::string Env(const char* name, const std::string& dflt = "") {
+  const char* v = std::getenv(name);
+  return v == nullptr ? dflt : std::string(v);
+}
+
+#define RETURN_IF_ERROR(expr)                                                                              \
+  do {                                                                                                     \
+    absl::Status _st = (expr);                                                                             \
+    if (!_st.ok()) return absl::Status(_st.code(), absl::StrCat(where, ": ", #expr, ": ", _st.message())); \
+  } while (0)
+#define REQUIRE(cond, ...)                                                                                \
+  do {                                                                                                    \
+    if (!(cond)) return absl::InternalError(absl::StrCat(where, ": ", #cond, " failed: ", __VA_ARGS__)); \
+  } while (0)
+
+uint64_t ValueOf(NodeId writer, uint64_t key) { return (uint64_t{writer} + 1) << 32 | key; }
+
+absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
+  const NodeId me = node.id();
+  std::string where = absl::StrCat("node ", me, " setup");
+  HashMapOptions o;
+  o.groups_per_node = 128;
+  // First allocation on a fresh node: the same arena offset on both.
+  auto map = HashMap<uint64_t>::CreateLocalPart(node, 2, o);
+  RETURN_IF_ERROR(map.status());
+  RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both parts exist, both servers up
+  auto session = rdma::Session::Create(node, conn);
+  RETURN_IF_ERROR(session.status());
+  auto client_or = map->NewClient(node, session->get());
+  RETURN_IF_ERROR(client_or.status());
+  HashMap<uint64_t>::Client& c = **client_or;
+
+  where = absl::StrCat("node ", me, " put");
+  int native = 0, remote = 0;
+  for (uint64_t k = me; k < kKeys; k += 2) {
+    auto prev = c.Put(k, ValueOf(me, k));
+    RETURN_IF_ERROR(prev.status());
+    REQUIRE(!prev->has_value(), "key ", k, " already had ", prev->value_or(0));
+    (map->HomeOf(k) == me ? native : remote)++;
+  }
+  REQUIRE(native > 0 && remote > 0, "keys did not spread over both nodes: ", native, " native, ", remote, " remote");
+  RETURN_IF_ERROR(conn.Barrier(2, kBarrierTimeout));
+
+  where = absl::StrCat("node ", me, " get");
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    for (Path p : {Path::kAuto, Path::kLoopback}) {
+      auto v = c.Get(k, p);
+      RETURN_IF_ERROR(v.status());
+      REQUIRE(*v == std::optional<uint64_t>(ValueOf(static_cast<NodeId>(k % 2), k)), "key ", k, " = ",
+              v->value_or(0));
+    }
+  }
+  size_t total = 0;
+  for (NodeId n : {NodeId{0}, NodeId{1}}) {
+    auto s = c.Size(n);
+    RETURN_IF_ERROR(s.status());
+    total += *s;
+  }
+  REQUIRE(total == kKeys, "sizes add up to ", total);
+  RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));
+
+  where = absl::StrCat("node ", me, " insert race");
+  std::vector<bool> won(kKeys, false);
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    const uint64_t k = kKeys + (me == 0 ? i : kKeys - 1 - i);  // opposite orders meet in the middle
+    auto ins = c.Insert(k, ValueOf(me, k), k % 3 == 0 ? Path::kLoopback : Path::kAuto);
+    RETURN_IF_ERROR(ins.status());
+    won[k - kKeys] = *ins;
+  }
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    if (!won[i]) continue;
+    auto rec = c.Insert(kRecordBase + kKeys + i, me);
+    RETURN_IF_ERROR(rec.status());
+    REQUIRE(*rec, "both nodes won the insert of key ", kKeys + i);
+  }
+  RETURN_IF_ERROR(conn.Barrier(4, kBarrierTimeout));
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    const uint64_t k = kKeys + i;
+    auto winner = c.Get(kRecordBase + k);
+    RETURN_IF_ERROR(winner.status());
+    REQUIRE(winner->has_value(), "nobody won the insert of key ", k);
+    REQUIRE((**winner == me) == won[i], "key ", k, ": recorded winner ", **winner, ", I won: ", won[i]);
+    auto v = c.Get(k);
+    RETURN_IF_ERROR(v.status());
+    REQUIRE(*v == std::optional<uint64_t>(ValueOf(static_cast<NodeId>(**winner), k)), "key ", k, " = ",
+            v->value_or(0));
+  }
+  RETURN_IF_ERROR(conn.Barrier(5, kBarrierTimeout));
+
+  where = absl::StrCat("node ", me, " erase");
+  for (uint64_t k = me; k < 2 * kKeys; k += 2) {
+    auto prev = c.Erase(k);
+    RETURN_IF_ERROR(prev.status());
+    REQUIRE(prev->has_value(), "key ", k, " was absent");
+  }
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    if (won[k]) RETURN_IF_ERROR(c.Erase(kRecordBase + kKeys + k).status());
+  }
+  RETURN_IF_ERROR(conn.Barrier(6, kBarrierTimeout));
+  for (NodeId n : {NodeId{0}, NodeId{1}}) {
+    auto s = c.Size(n);
+    RETURN_IF_ERROR(s.status());
+    REQUIRE(*s == 0, "node ", n, " still holds ", *s);
+  }
+  RETURN_IF_ERROR(conn.Barrier(7, kBarrierTimeout));  // nobody tears down while the other still works
+  client_or->reset();
+  std::printf("node %d: all checks passed\n", me);
+  return absl::OkStatus();
+}
+
+rdma::NodeOptions SmallNode() {
+  rdma::NodeOptions o;
+  o.arena_bytes = 4 << 20;
+  return o;
+}
+
+TEST(HashMapTwoNode, LocalPartsOverTcpConnector) {
+  if (Env("RXE_NUM_NODES") == "2") {
+    const int id = std::atoi(Env("RXE_NODE_ID", "-1").c_str());
+    ASSERT_TRUE(id == 0 || id == 1) << "RXE_NODE_ID must be 0 or 1";
+    const std::string self_ip = Env("RXE_SELF_IP"), peer_ip = Env("RXE_PEER_IP");
+    ASSERT_FALSE(self_ip.empty() || peer_ip.empty()) << "RXE_SELF_IP and RXE_PEER_IP must be set";
+    const uint16_t port = static_cast<uint16_t>(std::atoi(Env("RDMADS_TCP_PORT", "7481").c_str()));
+    rdma::FabricOptions fo;
+    fo.kind = rdma::FabricKind::kVerbs;
+    auto fabric = rdma::OpenFabric(fo);
+    ASSERT_TRUE(fabric.ok()) << fabric.status();
+    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    auto node = rdma::Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
+    ASSERT_TRUE(node.ok()) << node.status();
+    TcpConnectorOptions co;
+    co.peers.resize(2);
+    co.peers[id] = TcpPeer{self_ip, port};
+    co.peers[1 - id] = TcpPeer{peer_ip, port};
+    co.connect_timeout = std::chrono::seconds(120);  // the other guest may still be booting
+    auto conn = TcpConnector::Create(**node, co);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    absl::Status st = RunNode(**node, **conn);
+    EXPECT_TRUE(st.ok()) << st;
+    return;
+  }
+  std::vector<std::string> backends = absl::StrSplit(Env("RDMADS_FABRICS", "soft"), ',', absl::SkipEmpty());
+  auto kind = rdma::ParseFabricKind(backends.empty() ? "soft" : backends[0]);
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  rdma::FabricOptions fo;
+  fo.kind = *kind;
+  auto fabric = rdma::OpenFabric(fo);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  std::unique_ptr<rdma::Node> nodes[2];
+  std::unique_ptr<TcpConnector> conns[2];
+  for (int id = 0; id < 2; ++id) {
+    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    auto node = rdma::Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
+    ASSERT_TRUE(node.ok()) << node.status();
+    nodes[id] = std::move(*node);
+    TcpConnectorOptions co;
+    co.peers = {TcpPeer{"127.0.0.1", 0}, TcpPeer{"127.0.0.1", 0}};
+    co.connect_timeout = std::chrono::seconds(10);
+    auto conn = TcpConnector::Create(*nodes[id], co);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    conns[id] = std::move(*conn);
+  }
+  conns[0]->SetPeer(1, TcpPeer{"127.0.0.1", conns[1]->listen_port()});
+  conns[1]->SetPeer(0, TcpPeer{"127.0.0.1", conns[0]->listen_port()});
+  absl::Status results[2];
+  std::thread t1([&] { results[1] = RunNode(*nodes[1], *conns[1]); });
+  results[0] = RunNode(*nodes[0], *conns[0]);
+  t1.join();
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_TRUE(results[1].ok()) << results[1];
+  conns[0].reset();
+  conns[1].reset();
+}
+
+}  // namespace
+}  // namespace structures
