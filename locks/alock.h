@@ -29,8 +29,9 @@
 //
 // Uncontended costs (asserted by tests/locks/lock_api_test.cc):
 //   native:  0 NIC ops.
-//   remote/loopback: acquire = {CAS r_tail 0->me, fenced READ of the line}
-//   chained with one doorbell [1 round trip]; the READ shows l_tail empty, so
+//   remote/loopback: acquire = {CAS r_tail 0->me, READ of the line} chained
+//   with one doorbell on one QP [1 round trip]; the responder executes them in
+//   order, so the READ sees my r_tail; it shows l_tail empty, so
 //   no victim write is needed. Release = CAS r_tail me->0 [1 round trip].
 //   3 NIC ops, 2 round trips, 2 doorbells (target was <= 4 ops, <= 3 RTs).
 //   With the local cohort present: + {WRITE victim, READ line} [1 RT] and one

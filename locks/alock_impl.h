@@ -14,11 +14,21 @@
 //
 // Peterson needs store->load ordering between "raise my flag" (swap my tail),
 // "victim = me" and "read the other flag". Locally: seq_cst exchange, seq_cst
-// store and a full fence. Remotely: the READ that follows the r_tail CAS in
-// the same chain carries the fence flag (runs after the CAS is done), and the
-// chain {WRITE victim, READ line} runs on one RC QP, where the responder
-// executes the WRITE before the READ (the soft NIC executes a QP's WRs one by
+// store and a full fence. Remotely: the chains {CAS r_tail, READ line} and
+// {WRITE victim, READ line} each run on one RC QP, whose responder executes
+// requests in PSN order: the READ executes after the CAS / the WRITE at the
+// lock's node, so it observes them (IBA ordering rules: only a later SEND or
+// WRITE may pass an earlier READ/atomic at the responder; a later READ never
+// passes an earlier atomic or WRITE. The soft NIC executes a QP's WRs one by
 // one with a mutex acquire between them, a full barrier on x86).
+//
+// No IBV_SEND_FENCE on the READ: a fence only adds "wait for the CAS's
+// response at the requester", which the ordering above does not need, and on
+// Soft-RoCE it is a deadlock: rxe (Linux 5.19+, at least up to the 6.1 guest
+// kernel) keeps a fenced READ/atomic waiting until every READ/atomic credit
+// is back, and a retransmitted fenced READ still holds its own credit, so
+// after a (spurious, under emulation) retransmission timeout it waits for
+// itself forever. Evidence and repro: tests/verbs/README.md, "rxe fence".
 
 #include <algorithm>
 #include <atomic>
@@ -286,15 +296,15 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
 
   const RemoteWord<NicWord> r_tail(lock + ALockWord::kRTailOffset);
   // Swap me into r_tail, betting on an empty queue: CAS 0 -> me, and in the
-  // same chain (one doorbell, one round trip) a READ of the whole line,
-  // fenced so that it runs after the CAS. If the CAS won, that READ is the
-  // Peterson fast-path check (taken after my flag went up).
+  // same chain (one doorbell, one round trip) a READ of the whole line. Same
+  // QP, so the responder executes the READ after the CAS (no fence: see the
+  // top of this file). If the CAS won, that READ is the Peterson fast-path
+  // check (taken after my flag went up).
   alignas(64) uint64_t line[8];
   uint64_t pred = 0;
   {
     rdma::Batch b(s, lock.node());
     r_tail.CasIn(b, 0, me.raw(), &pred);
-    b.Fence();
     b.Read(lock, line, sizeof line);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }

@@ -257,6 +257,9 @@ absl::Status Session::Post(NodeId target, std::vector<WorkRequest>& wrs, bool wa
   }
   wrs.back().signaled = true;
   const uint64_t last = wrs.back().wr_id;
+  for (const WorkRequest& wr : wrs) {
+    if (wr.fence && wr.opcode != Opcode::kWrite) p.fenced_rd_atomic = last;
+  }
   if (absl::Status s = p.qp->Post(wrs); !s.ok()) return s;
   counters.nic_ops += wrs.size();
   counters.doorbells += 1;
@@ -276,9 +279,14 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
     Completion buf[16];
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds::zero()) {
+      // A known Soft-RoCE deadlock looks exactly like a stalled peer: say so.
+      const bool fenced = target_qp.fenced_rd_atomic > target_qp.last_completed;
       return absl::DeadlineExceededError(absl::StrCat(
           "no completion within ", absl::FormatDuration(absl::FromChrono(options_.completion_timeout)),
-          " on the QP from node ", self_.id(), " to node ", target, "; the NIC or the peer is stalled"));
+          " on the QP from node ", self_.id(), " to node ", target, "; the NIC or the peer is stalled",
+          fenced ? " (a fenced READ/atomic is outstanding on it: Soft-RoCE (rxe) never restarts a fenced "
+                   "READ/atomic after a retransmission timeout, see tests/verbs/README.md \"rxe fence\")"
+                 : ""));
     }
     int n = cq_->Wait(absl::MakeSpan(buf), options_.poll_mode, left);
     for (int i = 0; i < n; ++i) {

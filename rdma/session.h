@@ -127,6 +127,9 @@ class Session {
     std::deque<std::pair<uint64_t, size_t>> inflight;  // (signaled wr_id, WRs in chain)
     size_t inflight_wrs = 0;
     absl::Status deferred_error;  // from a PostWithoutWaiting chain
+    // Signaled wr_id of the last chain holding a fenced READ or atomic (0 =
+    // none): names the likely culprit when that chain never completes.
+    uint64_t fenced_rd_atomic = 0;
   };
 
   Node& self_;

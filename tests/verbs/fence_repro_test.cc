@@ -1,0 +1,126 @@
+// ALock's remote-acquire chain, {CAS word, READ line} in one doorbell on one
+// QP, from many threads over loopback QPs at once: the READ must observe the
+// CAS (the responder executes a QP's requests in order; ALock relies on it
+// with no fence), and no chain may stall.
+//
+// With FENCE_REPRO_FENCE=1 the READ carries IBV_SEND_FENCE, as ALock's did:
+// on Soft-RoCE that reproduces the rxe fence deadlock within a few runs
+// (tests/verbs/README.md, "rxe fence"). On a stall the thread posts one more
+// READ on the same QP (which reruns rxe's requester) and, with
+// FENCE_REPRO_DUMP=1, prints `rdma res show qp` / `rdma statistic` for it.
+// Not in run_guest_tests.sh; run it by hand in a guest:
+//   tools/rxe_vm/rxe_run --env RDMADS_FABRICS=verbs --env FENCE_REPRO_FENCE=1
+//     -- bazel-bin/tests/verbs/fence_repro_test
+//
+// Env knobs: FENCE_REPRO_FENCE (0), FENCE_REPRO_THREADS (6),
+// FENCE_REPRO_ITERS (3000 on verbs), FENCE_REPRO_SPINNERS (2: busy-looping
+// threads, as the lock stress has), FENCE_REPRO_TIMEOUT_MS (3000).
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "rdma/cluster.h"
+#include "rdma/session.h"
+#include "tests/transport/backends.h"
+
+namespace rdma {
+namespace {
+
+int EnvInt(const char* name, int def) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? def : std::atoi(v);
+}
+
+TEST(FenceRepro, CasThenReadChains) {
+  const std::string backend = testing::BackendsUnderTest().front();
+  const bool fence = EnvInt("FENCE_REPRO_FENCE", 0) != 0;
+  const int threads = EnvInt("FENCE_REPRO_THREADS", 6);
+  const int iters = EnvInt("FENCE_REPRO_ITERS", backend == "verbs" ? 3000 : 20000);
+  const int spinners = EnvInt("FENCE_REPRO_SPINNERS", backend == "verbs" ? 2 : 0);
+  const int timeout_ms = EnvInt("FENCE_REPRO_TIMEOUT_MS", 3000);
+  auto cluster = testing::MakeCluster(backend, 3);
+  ASSERT_NE(cluster, nullptr);
+  auto line = cluster->node(0).Allocate(64 * threads, 64);
+  ASSERT_TRUE(line.ok());
+
+  std::mutex mu;
+  std::vector<std::string> log;
+  std::atomic<int> stalls{0}, kicked{0}, misordered{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spin;
+  for (int i = 0; i < spinners; ++i) {
+    spin.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      SessionOptions so;
+      so.completion_timeout = std::chrono::milliseconds(timeout_ms);
+      auto s = cluster->NewSession(static_cast<NodeId>(t % 3), so);
+      ASSERT_TRUE(s.ok()) << s.status();
+      const RemotePtr word = *line + 64 * t;
+      uint64_t cur = 0;
+      for (int i = 0; i < iters; ++i) {
+        uint64_t old = ~uint64_t{0};
+        alignas(64) uint64_t buf[8];
+        absl::Status st;
+        {
+          Batch b(**s, 0);
+          b.CompareAndSwap(word, cur, cur + 1, &old);
+          if (fence) b.Fence();
+          b.Read(word, buf, 64);
+          st = b.Execute();
+        }
+        if (!st.ok()) {
+          stalls.fetch_add(1);
+          const uint32_t qpn = (*s)->queue_pair(0).qp_num();
+          if (std::getenv("FENCE_REPRO_DUMP") != nullptr) {
+            std::lock_guard<std::mutex> g(mu);
+            std::printf("== stall on thread %d, QP %u (node %d -> node 0), iter %d\n", t, qpn, t % 3, i);
+            std::fflush(stdout);
+            const std::string cmd = absl::StrCat("rdma -d res show qp lqpn ", qpn, "; rdma -d res show qp | grep -B1 -A3 'rqpn ",
+                                                 qpn, " '; rdma statistic show link rxe0/1");
+            (void)std::system(cmd.c_str());
+            std::fflush(stdout);
+          }
+          // Kick: post one more WR on the same QP and wait for it.
+          auto v = (*s)->Read64(word + 8);
+          const bool ok = v.ok();
+          if (ok) kicked.fetch_add(1);
+          std::lock_guard<std::mutex> g(mu);
+          log.push_back(absl::StrCat("thread ", t, " (node ", t % 3, ") iter ", i, ": ", st.ToString(),
+                                     "; a later READ on the same QP ", ok ? "completed" : v.status().ToString()));
+          return;
+        }
+        if (old != cur || buf[0] != cur + 1) misordered.fetch_add(1);
+        cur = cur + 1;
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  stop = true;
+  for (auto& th : spin) th.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[fence_repro] backend=%s fence=%d threads=%d iters=%d spinners=%d: %.1f s, %d stalls, %d "
+              "recovered by a later post, %d misordered\n",
+              backend.c_str(), fence, threads, iters, spinners, secs, stalls.load(), kicked.load(),
+              misordered.load());
+  for (const auto& l : log) std::printf("  %s\n", l.c_str());
+  EXPECT_EQ(stalls.load(), 0);
+  EXPECT_EQ(misordered.load(), 0);
+}
+
+}  // namespace
+}  // namespace rdma
