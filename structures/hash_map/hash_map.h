@@ -375,7 +375,7 @@ class HashMap<V, Policy>::Client {
     }
     if (absl::Status s = CheckNodes(node); !s.ok()) return s;
     const bool native = node == node_.id();
-    if (!native && session_ == nullptr) return NoSession(node);
+    if (bases_[node].is_null() || (!native && session_ == nullptr)) return NoSession(node);
     size_t total = 0;
     const size_t chunk_groups = std::max<size_t>(1, (size_t{256} << 10) / kGroupBytes);
     std::vector<uint64_t> buf;
