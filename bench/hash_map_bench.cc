@@ -49,9 +49,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "benchmark/benchmark.h"
 #include "bench/map_baselines.h"
 #include "bench/zipf.h"
+#include "benchmark/benchmark.h"
 #include "rdma/cluster.h"
 #include "rdma/op_counters.h"
 #include "structures/hash_map/hash_map.h"
@@ -136,8 +136,8 @@ absl::Status BuildMap(Env& env) {
   // Node 0 holds every key: size its part for a load factor of
   // --load_percent (default 25%).
   structures::HashMapOptions mo;
-  const size_t groups = (g_num_keys * 100 + Map::kSlotsPerGroup * g_load_percent - 1) /
-                        (Map::kSlotsPerGroup * g_load_percent);
+  const size_t groups =
+      (g_num_keys * 100 + Map::kSlotsPerGroup * g_load_percent - 1) / (Map::kSlotsPerGroup * g_load_percent);
   mo.groups_per_node = groups;
   // Each node's arena holds its part plus sessions' and clients' lines.
   o.node.arena_bytes = groups * Map::kGroupBytes + (size_t{16} << 20);
@@ -205,8 +205,7 @@ inline bool Check(const std::optional<Value32>& r, uint64_t key, Tally& t, bench
   }
   return true;
 }
-inline bool Check(const absl::StatusOr<std::optional<Value32>>& r, uint64_t key, Tally& t,
-                  benchmark::State& state) {
+inline bool Check(const absl::StatusOr<std::optional<Value32>>& r, uint64_t key, Tally& t, benchmark::State& state) {
   if (!r.ok()) {
     state.SkipWithError(r.status().ToString().c_str());
     return false;
@@ -307,9 +306,12 @@ void BM_Map(benchmark::State& state, Kind kind, Workload w) {
 
 std::string MixName(int put_percent) {
   switch (put_percent) {
-    case 0: return "get100";
-    case 100: return "put100";
-    default: return "get" + std::to_string(100 - put_percent) + "_put" + std::to_string(put_percent);
+    case 0:
+      return "get100";
+    case 100:
+      return "put100";
+    default:
+      return "get" + std::to_string(100 - put_percent) + "_put" + std::to_string(put_percent);
   }
 }
 
@@ -325,10 +327,11 @@ void Register(bool set_min_time) {
   // Throughput: the mixes, 1 and 2 threads per node.
   const Workload workloads[] = {
       {5, KeyDist::kUniform}, {5, KeyDist::kZipf}, {50, KeyDist::kUniform}, {50, KeyDist::kZipf}};
-  const std::pair<const char*, Kind> kinds[] = {
-      {"native/map", Kind::kMapNative},     {"native/std_mutex", Kind::kStdMutex},
-      {"native/absl_sharded64", Kind::kAbslSharded}, {"loopback/map", Kind::kMapLoopback},
-      {"remote/map", Kind::kMapRemote}};
+  const std::pair<const char*, Kind> kinds[] = {{"native/map", Kind::kMapNative},
+                                                {"native/std_mutex", Kind::kStdMutex},
+                                                {"native/absl_sharded64", Kind::kAbslSharded},
+                                                {"loopback/map", Kind::kMapLoopback},
+                                                {"remote/map", Kind::kMapRemote}};
   for (const Workload& w : workloads) {
     for (auto [name, kind] : kinds) add(name, kind, w, /*two_threads=*/true);
   }
@@ -372,11 +375,12 @@ int main(int argc, char** argv) {
       g_load_percent = n;
     } else {
       if (std::strcmp(argv[i], "--help") == 0) {
-        printf("hash_map_bench [--fabric=soft|verbs|auto] [--keys=N] [--load_percent=P] [Google Benchmark flags]\n"
-               "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
-               "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
-               "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
-               "--load_percent: keys / slots of the home node's part (default 25).\n");
+        printf(
+            "hash_map_bench [--fabric=soft|verbs|auto] [--keys=N] [--load_percent=P] [Google Benchmark flags]\n"
+            "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
+            "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
+            "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
+            "--load_percent: keys / slots of the home node's part (default 25).\n");
       }
       if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
       rest.push_back(argv[i]);

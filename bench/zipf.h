@@ -71,8 +71,7 @@ class RankSampler {
 // `length` operations over a key set of `n_keys` keys, a fraction
 // put_percent/100 of them puts (chosen independently per op). Deterministic
 // for a given seed.
-inline std::vector<uint32_t> MakeTrace(size_t n_keys, KeyDist dist, int put_percent, size_t length,
-                                       uint64_t seed) {
+inline std::vector<uint32_t> MakeTrace(size_t n_keys, KeyDist dist, int put_percent, size_t length, uint64_t seed) {
   std::mt19937_64 gen(seed);
   RankSampler rank(dist, n_keys);
   std::vector<uint32_t> trace(length);
