@@ -31,7 +31,7 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
                  {1, Path::kAuto},
                  {2, Path::kAuto}};
     // The soft NIC runs ~1 µs per op; verbs in the TCG guest ~100x slower.
-    c.ops_per_worker = c.backend == "soft" ? 4000 : 400;
+    c.ops_per_worker = c.backend == "soft" ? 4000 : 800;
     c.duration = std::chrono::milliseconds(c.backend == "soft" ? 4000 : 15000);
     return c;
   }
