@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <latch>
 #include <thread>
 #include <vector>
@@ -81,6 +82,13 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
   // Everyone starts together: on verbs, setting up a Session (QPs) takes long
   // enough that early threads would otherwise finish before late ones start.
   std::latch start(static_cast<std::ptrdiff_t>(specs.size()));
+  // The cohorts must overlap for the test to mean anything. On verbs (qemu
+  // TCG, ~50-100 us per NIC op) the native threads could otherwise finish all
+  // their acquisitions in one time slice before the first remote CAS lands:
+  // there they start only once the remote cohort has been in, and pace
+  // themselves between acquisitions (outside the lock) at about NIC speed.
+  std::atomic<bool> remote_was_in{false};
+  const bool on_verbs = OnVerbs();
   std::vector<std::thread> threads;
   for (size_t i = 0; i < specs.size(); ++i) {
     threads.emplace_back([&, i] {
@@ -91,6 +99,10 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
       const int me = static_cast<int>(client->CohortFor(lock, specs[i].path));
       const int other = 1 - me;
       start.arrive_and_wait();
+      const bool paced = on_verbs && me == static_cast<int>(Cohort::kLocal);
+      if (paced) {
+        while (!remote_was_in.load(std::memory_order_acquire)) std::this_thread::yield();
+      }
       for (int it = 0; it < iterations; ++it) {
         if (absl::Status s = client->Lock(lock, specs[i].path); !s.ok()) {
           errors[i] = s.ToString();
@@ -108,11 +120,13 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
           tracker.run[me] = 0;
         }
         if (it % 8 == 0) std::this_thread::yield();
+        if (me == static_cast<int>(Cohort::kRemote)) remote_was_in.store(true, std::memory_order_release);
         // --- end of critical section.
         if (absl::Status s = client->Unlock(lock); !s.ok()) {
           errors[i] = s.ToString();
           return;
         }
+        if (paced) std::this_thread::sleep_for(std::chrono::microseconds(100));
         done[i] = it + 1;
       }
       stats[i] = client->stats();
