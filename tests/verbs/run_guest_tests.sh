@@ -27,10 +27,14 @@ GUEST_TESTS=(
   //tests/verbs:two_node_test
   //tests/locks:mutual_exclusion_test
   //tests/locks:alock_fairness_test
+  //tests/structures:hash_map_test
+  //tests/structures:hash_map_lincheck_test
+  //tests/structures:hash_map_two_node_test
 )
 # Two guests joined by a UDP link; every binary runs in both guests.
 TWO_GUEST_TESTS=(
   //tests/verbs:two_node_test
+  //tests/structures:hash_map_two_node_test
 )
 # ---------------------------------------------------------------------------
 
