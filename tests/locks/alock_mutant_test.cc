@@ -67,16 +67,31 @@ TEST(ALockMutant, MutualExclusionStressCatchesCpuRmwOnRTail) {
   cfg.factory = Factory<MutantALockClient>(std::chrono::milliseconds(1000));
   cfg.stop_on_violation = true;
   cfg.continue_after_error = true;
-  StressResult r = RunStress(cfg);
-  std::printf("[mutant] %s\n", r.Summary().c_str());
-  EXPECT_GT(r.pauses, 0u) << "the NIC-atomic staller never hit";
-  EXPECT_TRUE(r.violated()) << "the mutant was NOT caught: " << r.Summary();
+  // Catching it depends on a stalled NIC CAS landing while a native thread is
+  // inside; one run misses now and then under TSan, so allow a few seeds.
+  constexpr int kAttempts = 4;
+  StressResult r;
+  uint64_t pauses = 0;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    cfg.seed += attempt;
+    r = RunStress(cfg);
+    pauses += r.pauses;
+    std::printf("[mutant] attempt %d: %s\n", attempt + 1, r.Summary().c_str());
+    if (r.violated()) break;
+  }
+  EXPECT_GT(pauses, 0u) << "the NIC-atomic staller never hit";
+  EXPECT_TRUE(r.violated()) << "the mutant was NOT caught in " << kAttempts << " runs: " << r.Summary();
 }
 
 TEST(ALockMutant, RealALockPassesTheIdenticalStress) {
   StressConfig cfg = MutantStress();
   cfg.name = "real";
   cfg.factory = Factory<ALockClient>(std::chrono::milliseconds(20000));
+  // The real lock must finish every iteration (the mutant's run ends early at
+  // its first overlap), so scale the work to the build and allow for a loaded
+  // 2-core machine: TSan with a busy CI neighbour ran ~230 acquires/s.
+  cfg.iterations_per_thread = Scaled(cfg.iterations_per_thread);
+  cfg.max_duration = std::chrono::seconds(60);
   StressResult r = RunStress(cfg);
   std::printf("[real] %s\n", r.Summary().c_str());
   EXPECT_GT(r.pauses, 0u);

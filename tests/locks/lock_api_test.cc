@@ -249,15 +249,28 @@ TEST_F(LockApiTest, ALockRemoteWaitsForANativeHolderThenEntersAfterIt) {
   ASSERT_TRUE(native->Lock(t.at(0)).ok());
   std::atomic<bool> in{false};
   ALockStats stats;
+  // Tells the test when the remote head has written victim and waits (a
+  // fixed sleep is not enough on a loaded machine under TSan).
+  struct WaitSignal final : ALockObserver {
+    void OnPetersonWait(RemotePtr, Cohort c) override {
+      if (c == Cohort::kRemote) waiting = true;
+    }
+    std::atomic<bool> waiting{false};
+  } observer;
   std::thread remote([&] {
     auto s = Session(1);
-    auto c = std::move(*ALockClient::Create(cluster_->node(1), s.get()));
+    auto c = std::move(*ALockClient::Create(cluster_->node(1), s.get(), ClientOptions{}, &observer));
     ASSERT_TRUE(c->Lock(t.at(0)).ok());
     in = true;
     ASSERT_TRUE(c->Unlock(t.at(0)).ok());
     stats = c->stats();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!observer.waiting && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(observer.waiting.load()) << "the remote head never reached Peterson's wait";
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));  // it keeps polling, and stays out
   EXPECT_FALSE(in.load());
   ASSERT_TRUE(native->Unlock(t.at(0)).ok());
   remote.join();
