@@ -12,6 +12,9 @@
 //   tools/rxe_vm/rxe_run --env RDMADS_FABRICS=verbs --env FENCE_REPRO_FENCE=1
 //     -- bazel-bin/tests/verbs/fence_repro_test
 //
+// Also: an aligned 8-byte RDMA WRITE is never seen torn by CPU loads on the
+// target (lock hand-over words rely on it).
+//
 // Env knobs: FENCE_REPRO_FENCE (0), FENCE_REPRO_THREADS (6),
 // FENCE_REPRO_ITERS (3000 on verbs), FENCE_REPRO_SPINNERS (2: busy-looping
 // threads, as the lock stress has), FENCE_REPRO_TIMEOUT_MS (3000).
@@ -120,6 +123,51 @@ TEST(FenceRepro, CasThenReadChains) {
   for (const auto& l : log) std::printf("  %s\n", l.c_str());
   EXPECT_EQ(stalls.load(), 0);
   EXPECT_EQ(misordered.load(), 0);
+}
+
+}  // namespace
+}  // namespace rdma
+
+namespace rdma {
+namespace {
+
+// Is an aligned 8-byte RDMA WRITE single-copy atomic against CPU loads of the
+// target word? Lock hand-over words (MCS `next`, `budget`) assume so. The
+// writer WRITEs words whose 8 bytes are all equal; a CPU reader on the
+// target node checks every value it sees.
+TEST(FenceRepro, Aligned8ByteWriteVsCpuLoads) {
+  const std::string backend = testing::BackendsUnderTest().front();
+  const int iters = EnvInt("FENCE_REPRO_ITERS", backend == "verbs" ? 20000 : 50000);
+  auto cluster = testing::MakeCluster(backend, 2);
+  ASSERT_NE(cluster, nullptr);
+  auto word = cluster->node(0).Allocate(64, 64);
+  ASSERT_TRUE(word.ok());
+  uint64_t* w = word->local<uint64_t>();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> torn{0}, loads{0};
+  std::atomic<uint64_t> first_torn{0};
+  std::thread reader([&] {
+    uint64_t n = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const uint64_t v = std::atomic_ref<uint64_t>(*w).load(std::memory_order_relaxed);
+      ++n;
+      if (v != (v & 0xff) * 0x0101010101010101ull) {
+        if (torn.fetch_add(1) == 0) first_torn = v;
+      }
+    }
+    loads = n;
+  });
+  auto s = cluster->NewSession(1);
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < iters; ++i) {
+    const uint64_t v = uint64_t(i % 255 + 1) * 0x0101010101010101ull;
+    ASSERT_TRUE((*s)->Write64(*word, v).ok());
+  }
+  stop = true;
+  reader.join();
+  std::printf("[write_tearing] backend=%s: %d WRITEs, %lu CPU loads, %lu torn (first 0x%016lx)\n", backend.c_str(),
+              iters, (unsigned long)loads.load(), (unsigned long)torn.load(), (unsigned long)first_torn.load());
+  EXPECT_EQ(torn.load(), 0u);
 }
 
 }  // namespace
