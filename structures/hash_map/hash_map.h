@@ -23,15 +23,19 @@
 //             same operations as remote, over the client's loopback QP.
 //   remote    the key lives on another node: one-sided RDMA.
 //
-// Concurrency (details and proof sketch in layout.h, FindKey):
+// Concurrency (details and proof sketch in layout.h, ScanGroup):
 //   * Writers (Put, Insert, Erase) serialize per group with the group's ALock
-//     line. Under it they read the group, and store one slot tuple
-//     (state/version, key, value, checksum).
-//   * Readers (Get, Contains) take no lock: they copy the group's slots (one
-//     RDMA READ, or CPU loads) and accept a slot only if its checksum matches;
-//     a torn copy is read again. After kOptimisticReads torn copies in a row a
-//     reader takes the group lock and reads under it, so readers never starve
-//     and never fail because of contention.
+//     line. Under it they read the group (natively: CPU loads in place), and
+//     store one slot tuple (state/version, key, value, checksum).
+//   * Readers (Get, Contains) take no lock. Each key has a start slot (from its
+//     hash); readers scan the group's slots circularly from it, looking at
+//     state and key words only (natively: CPU loads in place, usually one slot;
+//     NIC: one RDMA READ of the group's slots, scanned in private memory). The
+//     slot holding the key is accepted only if its checksum matches; a torn
+//     found slot is read again. "Absent" needs no checksum (layout.h). After
+//     kOptimisticReads torn reads in a row a reader takes the group lock and
+//     reads under it, so readers never starve and never fail because of
+//     contention.
 //
 // Costs (uncontended, asserted by tests/structures/hash_map_test.cc):
 //   native Get/Put/Insert/Erase:   0 NIC ops.
@@ -300,29 +304,32 @@ class HashMap<V, Policy>::Client {
 
   // The value bound to `key`, or nullopt. Lock-free in the common case.
   absl::StatusOr<std::optional<V>> Get(uint64_t key, Path path = Path::kAuto) {
-    auto r = RouteFor(key, path);
-    if (!r.ok()) return r.status();
-    auto found = LookupUnlocked(*r, key);
-    if (!found.ok()) return found.status();
-    if (found->kind != hash_map_internal::Lookup::kFound) return std::optional<V>();
-    return std::optional<V>(L::DecodeValue(snap_.data() + found->slot * L::kWords + L::kValueWord));
+    Route r;
+    if (absl::Status s = RouteFor(key, path, &r); !s.ok()) return s;
+    uint64_t words[L::kWords];
+    bool found = false;
+    if (absl::Status s = LookupUnlocked(r, key, words, &found); !s.ok()) return s;
+    if (!found) return std::optional<V>();
+    return std::optional<V>(L::DecodeValue(words + L::kValueWord));
   }
 
   absl::StatusOr<bool> Contains(uint64_t key, Path path = Path::kAuto) {
-    auto r = RouteFor(key, path);
-    if (!r.ok()) return r.status();
-    auto found = LookupUnlocked(*r, key);
-    if (!found.ok()) return found.status();
-    return found->kind == hash_map_internal::Lookup::kFound;
+    Route r;
+    if (absl::Status s = RouteFor(key, path, &r); !s.ok()) return s;
+    uint64_t words[L::kWords];
+    bool found = false;
+    if (absl::Status s = LookupUnlocked(r, key, words, &found); !s.ok()) return s;
+    return found;
   }
 
   // Binds key to value. Returns the previous value, or nullopt if the key was
   // absent. ResourceExhausted when absent and its group is full.
   absl::StatusOr<std::optional<V>> Put(uint64_t key, const V& value, Path path = Path::kAuto) {
     std::optional<V> prev;
-    absl::Status s = WriteLocked(key, path, [&](const hash_map_internal::Lookup& l, Action* a) -> absl::Status {
+    absl::Status s = WriteLocked(key, path, [&](const hash_map_internal::Lookup& l, const uint64_t* found,
+                                                Action* a) -> absl::Status {
       if (l.kind == hash_map_internal::Lookup::kFound) {
-        prev = L::DecodeValue(snap_.data() + l.slot * L::kWords + L::kValueWord);
+        prev = L::DecodeValue(found + L::kValueWord);
         *a = {l.slot, &value};
         return absl::OkStatus();
       }
@@ -339,7 +346,8 @@ class HashMap<V, Policy>::Client {
   // ResourceExhausted when absent and its group is full.
   absl::StatusOr<bool> Insert(uint64_t key, const V& value, Path path = Path::kAuto) {
     bool inserted = false;
-    absl::Status s = WriteLocked(key, path, [&](const hash_map_internal::Lookup& l, Action* a) -> absl::Status {
+    absl::Status s = WriteLocked(key, path, [&](const hash_map_internal::Lookup& l, const uint64_t*,
+                                                Action* a) -> absl::Status {
       if (l.kind == hash_map_internal::Lookup::kFound) return absl::OkStatus();
       if (l.first_free < 0) return Full(key);
       *a = {l.first_free, &value};
@@ -353,9 +361,10 @@ class HashMap<V, Policy>::Client {
   // Unbinds key. Returns the previous value, or nullopt if it was absent.
   absl::StatusOr<std::optional<V>> Erase(uint64_t key, Path path = Path::kAuto) {
     std::optional<V> prev;
-    absl::Status s = WriteLocked(key, path, [&](const hash_map_internal::Lookup& l, Action* a) -> absl::Status {
+    absl::Status s = WriteLocked(key, path, [&](const hash_map_internal::Lookup& l, const uint64_t* found,
+                                                Action* a) -> absl::Status {
       if (l.kind != hash_map_internal::Lookup::kFound) return absl::OkStatus();
-      prev = L::DecodeValue(snap_.data() + l.slot * L::kWords + L::kValueWord);
+      prev = L::DecodeValue(found + L::kValueWord);
       *a = {l.slot, nullptr};
       return absl::OkStatus();
     });
@@ -395,7 +404,8 @@ class HashMap<V, Policy>::Client {
           count = hash_map_internal::CountOccupied<V>(buf.data() + (g * kGroupBytes + L::kSlotsOffset) / 8);
         }
         if (count < 0) {  // torn: read this group again on its own
-          Route r{node, g0 + g, first + g * kGroupBytes, native, native ? locks::Path::kAuto : locks::Path::kLoopback};
+          Route r{node, g0 + g, 0, first + g * kGroupBytes, native,
+                  native ? locks::Path::kAuto : locks::Path::kLoopback};
           absl::Status s = ReadUntil(r, [&](const uint64_t* snap) {
             count = hash_map_internal::CountOccupied<V>(snap);
             return count >= 0;
@@ -416,6 +426,7 @@ class HashMap<V, Policy>::Client {
   struct Route {
     rdma::NodeId home;
     size_t group;
+    size_t start;               // the slot where scans for the key start
     rdma::RemotePtr group_ptr;
     bool native;                // CPU path
     locks::Path lock_path;      // how to take the group lock
@@ -461,18 +472,22 @@ class HashMap<V, Policy>::Client {
         "groups_per_node (see structures/README.md, Capacity)"));
   }
 
-  absl::StatusOr<Route> RouteFor(uint64_t key, Path path) const {
+  // Fills `*r` for `key` (a Status and an out-parameter rather than a
+  // StatusOr<Route>: this is on every operation's path).
+  absl::Status RouteFor(uint64_t key, Path path, Route* r) const {
     const hash_map_internal::Placement p = hash_map_internal::Place(key, map_num_nodes_, groups_per_node_);
     if (absl::Status s = CheckNodes(p.node); !s.ok()) return s;
-    Route r;
-    r.home = p.node;
-    r.group = p.group;
-    r.group_ptr = bases_[p.node] + p.group * kGroupBytes;
-    r.native = p.node == node_.id() && path == Path::kAuto;
-    r.lock_path = path == Path::kLoopback ? locks::Path::kLoopback : locks::Path::kAuto;
-    if (bases_[p.node].is_null() || (!r.native && session_ == nullptr)) return NoSession(p.node);
-    return r;
+    r->home = p.node;
+    r->group = p.group;
+    r->start = p.start;
+    r->group_ptr = bases_[p.node] + p.group * kGroupBytes;
+    r->native = p.node == node_.id() && path == Path::kAuto;
+    r->lock_path = path == Path::kLoopback ? locks::Path::kLoopback : locks::Path::kAuto;
+    if (bases_[p.node].is_null() || (!r->native && session_ == nullptr)) return NoSession(p.node);
+    return absl::OkStatus();
   }
+
+  const Group& LocalGroup(const Route& r) const { return *r.group_ptr.template local<Group>(); }
 
   absl::Status Snapshot(const Route& r) {
     if (r.native) {
@@ -482,8 +497,8 @@ class HashMap<V, Policy>::Client {
     return hash_map_internal::RemoteSnapshot<V>(*session_, r.group_ptr, snap_.data());
   }
 
-  // Optimistic reads of the group until `accept(snapshot)` (not torn), at most
-  // kOptimisticReads times; then one read under the group lock, which a
+  // Size's reads: whole-group copies until `accept(snapshot)` (not torn), at
+  // most kOptimisticReads times; then one copy under the group lock, which a
   // correct map always accepts (writers hold the lock).
   template <typename Accept>
   absl::Status ReadUntil(const Route& r, Accept&& accept) {
@@ -509,14 +524,46 @@ class HashMap<V, Policy>::Client {
                                             "(a writer bypassed the lock)"));
   }
 
-  absl::StatusOr<hash_map_internal::Lookup> LookupUnlocked(const Route& r, uint64_t key) {
+  // One read of the group for `key`: native scans the slots in place; NIC
+  // reads the group's slots with one READ and scans the copy. `*l` says what
+  // it found; the found slot's words go to `words` (L::kWords).
+  absl::Status ReadOnce(const Route& r, uint64_t key, uint64_t* words, hash_map_internal::Lookup* l) {
+    if (r.native) {
+      *l = hash_map_internal::NativeFind<V>(LocalGroup(r), key, r.start, Policy::kVerifyReads, words);
+      return absl::OkStatus();
+    }
+    if (absl::Status s = hash_map_internal::RemoteSnapshot<V>(*session_, r.group_ptr, snap_.data()); !s.ok()) {
+      return s;
+    }
+    *l = hash_map_internal::FindKey<V>(snap_.data(), key, r.start, Policy::kVerifyReads, words);
+    return absl::OkStatus();
+  }
+
+  // Get/Contains: optimistic reads until the key is found in a slot whose
+  // checksum matches, or is absent (ScanGroup: absence needs no checksum), at
+  // most kOptimisticReads times; then one read under the group lock, which a
+  // correct map always accepts (writers hold the lock). `*found` says which;
+  // when found, the slot's words are in `words` (L::kWords).
+  absl::Status LookupUnlocked(const Route& r, uint64_t key, uint64_t* words, bool* found) {
     hash_map_internal::Lookup l;
-    absl::Status s = ReadUntil(r, [&](const uint64_t* snap) {
-      l = hash_map_internal::FindKey<V>(snap, key, Policy::kVerifyReads);
-      return l.kind != hash_map_internal::Lookup::kTorn;
-    });
+    for (int attempt = 0; attempt < kOptimisticReads; ++attempt) {
+      if (absl::Status s = ReadOnce(r, key, words, &l); !s.ok()) return s;
+      if (l.kind != hash_map_internal::Lookup::kTorn) {
+        *found = l.kind == hash_map_internal::Lookup::kFound;
+        return absl::OkStatus();
+      }
+      ++stats_.torn_reads;
+      if (attempt >= 2) std::this_thread::yield();  // let the writer finish (2-core machines)
+    }
+    ++stats_.locked_reads;
+    if (absl::Status s = lock_->Lock(r.group_ptr, r.lock_path); !s.ok()) return s;
+    absl::Status s = ReadOnce(r, key, words, &l);
+    absl::Status u = lock_->Unlock(r.group_ptr);
     if (!s.ok()) return s;
-    return l;
+    if (!u.ok()) return u;
+    if (l.kind == hash_map_internal::Lookup::kTorn) return Corrupt(r);
+    *found = l.kind == hash_map_internal::Lookup::kFound;
+    return absl::OkStatus();
   }
 
   // The writer protocol: lock the group, read it, let `decide` choose what to
@@ -524,14 +571,15 @@ class HashMap<V, Policy>::Client {
   // Every exit releases the lock.
   //
   // Native: lock (ALock local cohort: CPU atomics only when uncontended),
-  // CPU loads, CPU stores (checksum last), unlock.
+  // an in-place scan with CPU loads (no checksums: the lock holder is the only
+  // writer, so the words are stable), CPU stores of the one changed slot
+  // (checksum last), unlock.
   // NIC: lock (remote cohort), one READ, one WRITE posted without waiting,
   // unlock (its CAS on the same QP orders after the WRITE: rdma_path.h).
   template <typename Decide>
   absl::Status WriteLocked(uint64_t key, Path path, Decide&& decide) {
-    auto route = RouteFor(key, path);
-    if (!route.ok()) return route.status();
-    const Route& r = *route;
+    Route r;
+    if (absl::Status s = RouteFor(key, path, &r); !s.ok()) return s;
     const bool take_lock = !r.native || Policy::kNativeWritersLock;
     if (take_lock) {
       if (absl::Status s = lock_->Lock(r.group_ptr, r.lock_path); !s.ok()) return s;
@@ -546,16 +594,28 @@ class HashMap<V, Policy>::Client {
 
   template <typename Decide>
   absl::Status WriteUnderLock(const Route& r, uint64_t key, Decide& decide) {
-    if (absl::Status s = Snapshot(r); !s.ok()) return s;
-    const hash_map_internal::Lookup l = hash_map_internal::FindKey<V>(snap_.data(), key);
-    if (l.kind == hash_map_internal::Lookup::kTorn) return Corrupt(r);
-    Action a;
-    if (absl::Status s = decide(l, &a); !s.ok()) return s;
-    if (a.slot < 0) return absl::OkStatus();
-    uint64_t words[L::kWords];
-    L::MakeSlot(snap_[a.slot * L::kWords + L::kStateWord], key, a.value, words);
+    uint64_t found[L::kWords];  // the key's slot as read (kFound)
+    hash_map_internal::Lookup l;
     if (r.native) {
-      hash_map_internal::NativeStoreSlot<V>(*r.group_ptr.template local<Group>(), a.slot, words);
+      l = hash_map_internal::NativeFind<V>(LocalGroup(r), key, r.start, /*verify=*/false, found);
+    } else {
+      // The READ costs the same either way; checking every slot of the copy
+      // (CPU only) reports a writer that bypassed the lock as DataLoss.
+      if (absl::Status s = hash_map_internal::RemoteSnapshot<V>(*session_, r.group_ptr, snap_.data()); !s.ok()) {
+        return s;
+      }
+      if (hash_map_internal::CountOccupied<V>(snap_.data()) < 0) return Corrupt(r);
+      l = hash_map_internal::FindKey<V>(snap_.data(), key, r.start, /*verify=*/false, found);
+    }
+    Action a;
+    if (absl::Status s = decide(l, static_cast<const uint64_t*>(found), &a); !s.ok()) return s;
+    if (a.slot < 0) return absl::OkStatus();
+    const bool overwrite = a.slot == l.slot && l.kind == hash_map_internal::Lookup::kFound;
+    uint64_t words[L::kWords];
+    L::MakeSlot(overwrite ? found[L::kStateWord] : l.free_state, key, a.value, words);
+    if (r.native) {
+      hash_map_internal::NativeStoreSlot<V>(*r.group_ptr.template local<Group>(), a.slot, words,
+                                            /*key_unchanged=*/overwrite && a.value != nullptr);
       return absl::OkStatus();
     }
     bool inlined;

@@ -140,85 +140,169 @@ struct alignas(64) Group {
   Slot<SlotLayout<V>::kWords> slots[kSlotsPerGroup];
 };
 
-// Where a key lives: its home node and the group index within that node's part.
+// Where a key lives: its home node, the group index within that node's part,
+// and the slot where the group's circular scan for the key starts.
 struct Placement {
   rdma::NodeId node = 0;
   size_t group = 0;
+  size_t start = 0;  // in [0, kSlotsPerGroup)
 };
 
 // Keys are mixed and mapped onto [0, num_nodes * groups_per_node) with a
-// multiply-shift range reduction (uniform for a uniform hash); group g of the
-// whole map lives on node g / groups_per_node.
+// multiply-shift range reduction (uniform for a uniform hash; it takes the
+// high bits of the product); group g of the whole map lives on node
+// g / groups_per_node. The scan start is the mixed key's low 3 bits, which
+// the range reduction barely uses, so keys of one group spread over the
+// start slots: a key is usually found at its first probe (one slot, one or
+// two cache lines). Where a reader starts does not matter for correctness
+// (every reader scans all slots when it does not find the key); writers
+// insert into the first empty slot from the same start.
 inline Placement Place(uint64_t key, int num_nodes, size_t groups_per_node) {
   const uint64_t h = Mix64(key ^ 0x243f6a8885a308d3ULL);
   const unsigned __int128 total = static_cast<unsigned __int128>(num_nodes) * groups_per_node;
   const uint64_t g = static_cast<uint64_t>((static_cast<unsigned __int128>(h) * total) >> 64);
-  return {static_cast<rdma::NodeId>(g / groups_per_node), static_cast<size_t>(g % groups_per_node)};
+  return {static_cast<rdma::NodeId>(g / groups_per_node), static_cast<size_t>(g % groups_per_node),
+          static_cast<size_t>(h % kSlotsPerGroup)};
 }
 
-// What a snapshot of a group's slots says about one key.
+// What a scan of a group's slots says about one key.
 struct Lookup {
   enum Kind { kFound, kAbsent, kTorn };
   Kind kind = kAbsent;
-  int slot = -1;        // kFound: the slot holding the key
-  int first_free = -1;  // kAbsent: the first empty slot, -1 when the group is full
+  int slot = -1;            // kFound (and kTorn): the slot whose key word was the key
+  int first_free = -1;      // the first empty slot in scan order, -1 when none was seen
+  uint64_t free_state = 0;  // first_free's state word (writers need its version)
 };
 
-// Searches a snapshot (kSnapshotWords words: the group's slots as read) for
-// `key`.
+// Searches a group's slots for `key`, starting at slot `start` and going
+// circularly, reading each slot's words through `word(slot, index)` (CPU
+// loads of the slots in place, or a READ's copy of them). Per slot it looks at
+// the state word, and at the key word of occupied slots. The slot whose state
+// says occupied and whose key word is `key` is read further: its value words
+// and checksum are copied into `found` (SlotLayout<V>::kWords words, in slot
+// order) and, when `verify`, the checksum is checked over the words actually
+// read; no other slot is looked at again. Only when the key is not found, and
+// `verify`, are the other occupied slots checked: each is read again in full
+// and must match its checksum and not hold `key` (else kTorn: read again).
+// Empty slots are never checked. So a hit at the first probe reads one slot,
+// and torn slots of other keys never make a hit retry.
 //
 // Why a reader may trust this without the lock (the linearizability argument;
 // the writer side is in native_path.h / rdma_path.h):
 //  * Writers hold the group lock, so the writes to one slot are serialized,
-//    and each write stores a whole slot tuple (state, key, value, checksum).
-//    Let a write to a slot "take effect" when its checksum word is stored:
-//    that is inside the writer's operation, and it defines the slot's logical
-//    content at every instant (the tuple of the last checksum stored).
-//  * A reader copies each word single-copy atomically (CPU loads, or a NIC
-//    READ that copies 8-byte words in some unspecified order) but at
-//    different moments. It accepts a slot only if the checksum word it read
-//    equals SlotChecksum(the other words it read). The checksum word it read
-//    was stored by some write T, and the other words hash to T's checksum, so
-//    (barring a 2^-64 collision) they are exactly T's words: the reader
-//    returns T, and T was the slot's logical content at the instant the
-//    reader loaded the checksum word, which lies inside the read.
-//  * Found: the key is in at most one slot at any instant (a writer inserts a
-//    key only into a group that does not hold it, and a write changes one
-//    slot), so "slot s held (k, v) at instant t" means the map bound k to v
-//    at t: the get linearizes there.
-//  * Absent (every slot valid, none holds k): keys never move between slots
-//    while present (a key leaves a slot only by erase). If k had been present
-//    throughout the read it would have stayed in one slot s throughout, and
-//    the read of s would have seen it. So k was absent at some instant inside
-//    the read, where the get linearizes.
-//  * A slot that fails its checksum may hold k: the reader must not conclude
-//    "absent" and reads again (kTorn). A found slot is trusted even if some
-//    other slot is torn.
+//    and each write stores a slot tuple (state, key, value, checksum). The
+//    state word carries a version (writes to the slot so far), so no two
+//    writes of a slot store the same state or checksum word. Every slot word
+//    is an aligned 8-byte word, stored and loaded single-copy atomically: CPU
+//    stores and loads, RDMA WRITE and READ word by word, in an unspecified
+//    order within one WRITE or READ (DESIGN §3). A native writer stores state,
+//    key, value, checksum in that order; a NIC writer's words land in any
+//    order.
+//  * Each write W takes effect at one instant inside its lock hold (its
+//    linearization point, LP), which defines the slot's logical content at
+//    every instant (the tuple of the last write whose LP has passed):
+//    - W leaves the slot occupied (insert, overwrite): LP = when the later of
+//      its state word and its checksum word has landed (native: the checksum
+//      store, which is last).
+//    - W empties the slot (erase): LP = when the first of its state word and
+//      its checksum word has landed.
+//  * Found: the reader accepts slot s only if the checksum word it read
+//    equals SlotChecksum(the other words it read). Barring a 2^-64 collision,
+//    the words are then exactly the tuple of one write T: the reader returns
+//    T. It loaded T's state and checksum words, which no other write stores,
+//    after they landed, so LP(T) <= the end of its read; and it loaded T's
+//    state and checksum before the next write T' to s changed them, so
+//    LP(T') > the start of its read (LP(T') is at or after the landing of
+//    T''s state or checksum word). LP(T) < LP(T') (the lock orders them), so T was
+//    s's logical content at some instant inside the read. The key is in at
+//    most one slot at any instant (a writer inserts a key only into a group
+//    that does not hold it, and a write changes one slot), so the map bound k
+//    to T's value then: the get linearizes there. A found slot whose checksum
+//    does not match (kTorn) may be a mix of two writes: the reader reads
+//    again (it must not conclude "absent" either: k may well be present).
+//  * Absent: keys never move between slots while present (a key leaves a slot
+//    only by an erase; an overwrite of k keeps it in its slot). Suppose k
+//    were logically present throughout the read; then it sat in one slot s,
+//    whose content was an occupying write of k (the insert I, then maybe
+//    overwrites) at every instant of the read.
+//    - The reader's load of s's state cannot have returned "empty": the
+//      current write's state word (occupied) had landed by its LP, before the
+//      read; an overwrite's state says occupied; an erase's state word landing
+//      would have been its LP, inside the read, contradicting the assumption.
+//      So empty slots need no checksum. (This is why an occupying write's LP
+//      waits for its state word: a NIC write may land the checksum first.)
+//    - If the state said occupied and the key word was k, the reader took the
+//      found path.
+//    - If the state said occupied and the key word was not k (a NIC insert of
+//      k may land its state and checksum before its key; or a torn mix with
+//      an earlier era of the slot), the reader read s again in full and
+//      accepted it only if it matched its checksum without holding k: then,
+//      as for a found slot, it returned the tuple of one write Y that was s's
+//      logical content at some instant inside the read, and Y does not hold
+//      k. Contradiction again.
+//    So k was absent at some instant inside the read, where the get
+//    linearizes. Torn slots of other keys whose state says empty, and every
+//    slot's checksum when the key is found, are irrelevant and not read.
+//    (Without the occupied-slot check, absence would need an insert's LP to
+//    wait for its key word too, which an RDMA WRITE may land last; but a
+//    found reader's READ may load the key word from an earlier era of the
+//    slot that held the same key (ABA) and the state and checksum from the
+//    new insert, so it can accept the insert before that key word lands, and
+//    a later reader that missed the key would contradict it.)
+//  * Under the group lock (writers, and a reader's lock fallback) no one else
+//    writes the group, so every word read is the current one (writers pass
+//    verify = false).
 //
-// `verify` = false skips the checksum (test-only mutant; never in production).
-template <typename V>
-Lookup FindKey(const uint64_t* snap, uint64_t key, bool verify = true) {
+// `verify` = false skips every checksum (writers under the lock; the
+// test-only mutant; never for readers in production).
+template <typename V, typename WordAt>
+Lookup ScanGroup(WordAt&& word, uint64_t key, size_t start, bool verify, uint64_t* found) {
   using L = SlotLayout<V>;
   Lookup r;
-  bool torn = false;
-  for (size_t i = 0; i < kSlotsPerGroup; ++i) {
-    const uint64_t* w = snap + i * L::kWords;
-    if (verify && L::Checksum(w) != w[L::kChecksumWord]) {
-      torn = true;
+  unsigned others = 0;  // bit i: slot i was occupied by another key
+  for (size_t j = 0; j < kSlotsPerGroup; ++j) {
+    const size_t i = (start + j) % kSlotsPerGroup;
+    const uint64_t state = word(i, L::kStateWord);
+    if (!L::Occupied(state)) {
+      if (r.first_free < 0) {
+        r.first_free = static_cast<int>(i);
+        r.free_state = state;
+      }
       continue;
     }
-    if (L::Occupied(w[L::kStateWord])) {
-      if (w[L::kKeyWord] == key) {
-        r.kind = Lookup::kFound;
-        r.slot = static_cast<int>(i);
-        return r;
-      }
-    } else if (r.first_free < 0) {
-      r.first_free = static_cast<int>(i);
+    if (word(i, L::kKeyWord) != key) {
+      others |= 1u << i;
+      continue;
+    }
+    found[L::kStateWord] = state;
+    found[L::kKeyWord] = key;
+    for (size_t w = L::kValueWord; w < L::kWords; ++w) found[w] = word(i, w);
+    r.slot = static_cast<int>(i);
+    r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
+    return r;
+  }
+  r.kind = Lookup::kAbsent;
+  if (!verify) return r;
+  for (size_t i = 0; others != 0; ++i, others >>= 1) {
+    if ((others & 1) == 0) continue;
+    uint64_t w[L::kWords];
+    for (size_t x = 0; x < L::kWords; ++x) w[x] = word(i, x);
+    if (L::Checksum(w) != w[L::kChecksumWord] || (L::Occupied(w[L::kStateWord]) && w[L::kKeyWord] == key)) {
+      r.kind = Lookup::kTorn;  // torn, or k arrived meanwhile: read again
+      r.slot = static_cast<int>(i);
+      return r;
     }
   }
-  r.kind = torn ? Lookup::kTorn : Lookup::kAbsent;
   return r;
+}
+
+// ScanGroup over a private copy of a group's slots (kSnapshotWords words, as
+// one RDMA READ delivered them).
+template <typename V>
+Lookup FindKey(const uint64_t* snap, uint64_t key, size_t start, bool verify, uint64_t* found) {
+  using L = SlotLayout<V>;
+  return ScanGroup<V>([snap](size_t slot, size_t w) { return snap[slot * L::kWords + w]; }, key, start, verify,
+                      found);
 }
 
 // Occupied slots of a snapshot, or -1 when a slot is torn.

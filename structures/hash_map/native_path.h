@@ -14,9 +14,22 @@
 
 namespace structures::hash_map_internal {
 
+// Scans the group's slots in place for `key` (ScanGroup in layout.h: the
+// argument for readers without the lock is there): one atomic 8-byte load per
+// word looked at, no copy of the group. A hit at the first probe touches one
+// slot (its state, key, value and checksum words: one or two cache lines); a
+// miss loads the 8 state words (and the key words of occupied slots). Without
+// the lock, the found slot's words are checked against its checksum when
+// `verify`; under the lock (writers) the slot is stable, `verify` = false.
+template <typename V>
+Lookup NativeFind(const Group<V>& g, uint64_t key, size_t start, bool verify, uint64_t* found) {
+  return ScanGroup<V>([&g](size_t slot, size_t w) { return g.slots[slot].w[w].Load(std::memory_order_acquire); },
+                      key, start, verify, found);
+}
+
 // Copies the group's slots into `out` (SlotLayout<V>::kSnapshotWords words),
-// one atomic load per word. Without the lock the copy may be torn; FindKey's
-// checksums tell.
+// one atomic load per word (Size only). Without the lock the copy may be
+// torn; CountOccupied's checksums tell.
 template <typename V>
 void NativeSnapshot(const Group<V>& g, uint64_t* out) {
   using L = SlotLayout<V>;
@@ -27,16 +40,22 @@ void NativeSnapshot(const Group<V>& g, uint64_t* out) {
   }
 }
 
-// Stores a whole slot tuple (from SlotLayout<V>::MakeSlot). Caller holds the
-// group lock (the only writer). The checksum word goes last: its store is the
-// write's linearization point for readers (see FindKey), and the release
-// ordering makes the tuple's other words visible to a CPU reader that loads
-// the new checksum (a NIC reader relies on the checksum match alone).
+// Stores a slot tuple (from SlotLayout<V>::MakeSlot); `key_unchanged` when the
+// slot already holds the tuple's key (an overwrite of a present key). Caller holds the group lock (the only writer), so the
+// slot's words are stable and nothing needs to be re-read or verified. Only
+// words that can change are stored: the key word is skipped when it stays the
+// same (an overwrite); storing the value it already holds would change nothing
+// any reader can see. The checksum word goes last: its store is the write's
+// linearization point for readers (see ScanGroup), and the release ordering
+// makes the tuple's other words visible to a CPU reader that loads the new
+// checksum (a NIC reader relies on the checksum match alone).
 template <typename V>
-void NativeStoreSlot(Group<V>& g, int slot, const uint64_t* words) {
+void NativeStoreSlot(Group<V>& g, int slot, const uint64_t* words, bool key_unchanged) {
   using L = SlotLayout<V>;
   auto& s = g.slots[slot];
-  for (size_t i = 0; i < L::kChecksumWord; ++i) s.w[i].Store(words[i], std::memory_order_release);
+  s.w[L::kStateWord].Store(words[L::kStateWord], std::memory_order_release);
+  if (!key_unchanged) s.w[L::kKeyWord].Store(words[L::kKeyWord], std::memory_order_release);
+  for (size_t i = L::kValueWord; i < L::kChecksumWord; ++i) s.w[i].Store(words[i], std::memory_order_release);
   s.w[L::kChecksumWord].Store(words[L::kChecksumWord], std::memory_order_release);
 }
 
