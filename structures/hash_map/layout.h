@@ -53,12 +53,16 @@ constexpr uint64_t Mix64(uint64_t x) {
   return x;
 }
 
-// Strong-enough 64-bit hash of `n` words, position dependent (chained
-// mixing), so a READ that mixes words of different writes matches the stored
-// checksum only by a ~2^-64 accident.
+// Strong-enough 64-bit hash of `n` words, position dependent (word i is
+// offset by its own constant before mixing), so a READ that mixes words of
+// different writes matches the stored checksum only by a ~2^-64 accident: the
+// mix differs from the write's tuple in some positions, and the sum of the
+// differences of a strong bijective mixer's outputs is zero only by accident.
+// The words are mixed independently and summed, so the n mixes run in
+// parallel (a reader's get pays about two mixes of latency, not n).
 constexpr uint64_t HashWords(const uint64_t* w, size_t n) {
   uint64_t h = 0x6a09e667f3bcc909ULL;  // arbitrary nonzero seed
-  for (size_t i = 0; i < n; ++i) h = Mix64(h ^ w[i]) + 0x9e3779b97f4a7c15ULL;
+  for (size_t i = 0; i < n; ++i) h += Mix64(w[i] + (i + 1) * 0x9e3779b97f4a7c15ULL);
   return Mix64(h ^ n);
 }
 
@@ -151,18 +155,22 @@ struct Placement {
 // Keys are mixed and mapped onto [0, num_nodes * groups_per_node) with a
 // multiply-shift range reduction (uniform for a uniform hash; it takes the
 // high bits of the product); group g of the whole map lives on node
-// g / groups_per_node. The scan start is the mixed key's low 3 bits, which
-// the range reduction barely uses, so keys of one group spread over the
-// start slots: a key is usually found at its first probe (one slot, one or
-// two cache lines). Where a reader starts does not matter for correctness
-// (every reader scans all slots when it does not find the key); writers
-// insert into the first empty slot from the same start.
+// g / groups_per_node. Computed without a division: with x = h / 2^64,
+// g = floor(x * N * G) = node * G + floor(frac * G), where node = floor(x * N)
+// is the high word of h * N and frac * 2^64 its low word (exact, so this is
+// the same mapping as the division). The scan start is the mixed key's low 3
+// bits, which the range reduction barely uses, so keys of one group spread
+// over the start slots: a key is usually found at its first probe (one slot,
+// one or two cache lines). Where a reader starts does not matter for
+// correctness (every reader scans all slots when it does not find the key);
+// writers insert into the first empty slot from the same start.
 inline Placement Place(uint64_t key, int num_nodes, size_t groups_per_node) {
   const uint64_t h = Mix64(key ^ 0x243f6a8885a308d3ULL);
-  const unsigned __int128 total = static_cast<unsigned __int128>(num_nodes) * groups_per_node;
-  const uint64_t g = static_cast<uint64_t>((static_cast<unsigned __int128>(h) * total) >> 64);
-  return {static_cast<rdma::NodeId>(g / groups_per_node), static_cast<size_t>(g % groups_per_node),
-          static_cast<size_t>(h % kSlotsPerGroup)};
+  const unsigned __int128 hn = static_cast<unsigned __int128>(h) * static_cast<uint64_t>(num_nodes);
+  const uint64_t node = static_cast<uint64_t>(hn >> 64);
+  const uint64_t frac = static_cast<uint64_t>(hn);
+  const uint64_t group = static_cast<uint64_t>((static_cast<unsigned __int128>(frac) * groups_per_node) >> 64);
+  return {static_cast<rdma::NodeId>(node), static_cast<size_t>(group), static_cast<size_t>(h % kSlotsPerGroup)};
 }
 
 // What a scan of a group's slots says about one key.
