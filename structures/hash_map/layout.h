@@ -32,6 +32,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "absl/base/attributes.h"
 #include "locks/alock.h"
 #include "locks/lock.h"
 #include "locks/rmw_word.h"
@@ -263,8 +264,29 @@ struct Lookup {
 //
 // `verify` = false skips every checksum (writers under the lock; the
 // test-only mutant; never for readers in production).
+// The miss path's check of the other occupied slots (bit i of `others`: slot
+// i): each read again in full, it must match its checksum and not hold `key`.
+// Out of line: hits never get here.
 template <typename V, typename WordAt>
-Lookup ScanGroup(WordAt&& word, uint64_t key, size_t start, bool verify, uint64_t* found) {
+bool OthersValid(WordAt& word, uint64_t key, unsigned others) {
+  using L = SlotLayout<V>;
+  for (size_t i = 0; others != 0; ++i, others >>= 1) {
+    if ((others & 1) == 0) continue;
+    uint64_t w[L::kWords];
+    for (size_t x = 0; x < L::kWords; ++x) w[x] = word(i, x);
+    if (L::Checksum(w) != w[L::kChecksumWord] || (L::Occupied(w[L::kStateWord]) && w[L::kKeyWord] == key)) {
+      return false;  // torn, or k arrived meanwhile: read again
+    }
+  }
+  return true;
+}
+
+// Always inlined (into the native Get, it is the whole read): the found
+// slot's words then stay in registers instead of going through memory, where
+// a value copied with 16-byte loads from 8-byte stores stalls store forwarding.
+template <typename V, typename WordAt>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanGroup(WordAt&& word, uint64_t key, size_t start, bool verify,
+                                                     uint64_t* found) {
   using L = SlotLayout<V>;
   Lookup r;
   unsigned others = 0;  // bit i: slot i was occupied by another key
@@ -289,18 +311,7 @@ Lookup ScanGroup(WordAt&& word, uint64_t key, size_t start, bool verify, uint64_
     r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
     return r;
   }
-  r.kind = Lookup::kAbsent;
-  if (!verify) return r;
-  for (size_t i = 0; others != 0; ++i, others >>= 1) {
-    if ((others & 1) == 0) continue;
-    uint64_t w[L::kWords];
-    for (size_t x = 0; x < L::kWords; ++x) w[x] = word(i, x);
-    if (L::Checksum(w) != w[L::kChecksumWord] || (L::Occupied(w[L::kStateWord]) && w[L::kKeyWord] == key)) {
-      r.kind = Lookup::kTorn;  // torn, or k arrived meanwhile: read again
-      r.slot = static_cast<int>(i);
-      return r;
-    }
-  }
+  r.kind = verify && others != 0 && !OthersValid<V>(word, key, others) ? Lookup::kTorn : Lookup::kAbsent;
   return r;
 }
 

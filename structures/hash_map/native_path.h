@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "absl/base/attributes.h"
 #include "structures/hash_map/layout.h"
 
 namespace structures::hash_map_internal {
@@ -22,7 +23,7 @@ namespace structures::hash_map_internal {
 // the lock, the found slot's words are checked against its checksum when
 // `verify`; under the lock (writers) the slot is stable, `verify` = false.
 template <typename V>
-Lookup NativeFind(const Group<V>& g, uint64_t key, size_t start, bool verify, uint64_t* found) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFind(const Group<V>& g, uint64_t key, size_t start, bool verify, uint64_t* found) {
   return ScanGroup<V>([&g](size_t slot, size_t w) { return g.slots[slot].w[w].Load(std::memory_order_acquire); },
                       key, start, verify, found);
 }
