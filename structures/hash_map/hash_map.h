@@ -38,7 +38,9 @@
 //     contention.
 //
 // Costs (uncontended, asserted by tests/structures/hash_map_test.cc):
-//   native Get/Put/Insert/Erase:   0 NIC ops.
+//   native Get/Put/Insert/Erase:   0 NIC ops. A Get scans the group in place
+//                                  from the key's start slot: usually one slot
+//                                  loaded and one slot checksum (README, Costs).
 //   remote/loopback Get, Contains: 1 NIC op (one READ of the group's slots),
 //                                  1 round trip, 1 doorbell.
 //   remote/loopback Put/Insert/Erase that writes, slot <= 64 bytes (values of
