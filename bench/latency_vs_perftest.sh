@@ -6,6 +6,11 @@
 # Caveat printed with the table: ib_write_lat reports half a ping-pong round
 # trip, while our WRITE waits for its completion (a full round trip).
 set -euo pipefail
+case "${1:-}" in
+  "") ;;
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "latency_vs_perftest.sh: takes no arguments (try --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 if [[ "${RXE_IN_GUEST:-}" == 1 ]]; then
   bazel-bin/bench/transport_latency --fabric=verbs --benchmark_filter='^loopback/' \

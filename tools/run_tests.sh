@@ -7,7 +7,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
-[[ "${1:-}" == "--quick" ]] && quick=1
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_tests.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
 
 tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
 

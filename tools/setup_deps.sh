@@ -5,9 +5,18 @@
 #   --guest  also the packages for the Soft-RoCE qemu guest (tools/rxe_vm).
 set -euo pipefail
 
+guest=0
+for arg in "$@"; do
+  case "$arg" in
+    --guest) guest=1 ;;
+    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup_deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
 pkgs=(bazel-bootstrap g++ pkg-config libibverbs-dev librdmacm-dev libboost-dev
       libboost-program-options-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev python3)
-if [[ "${1:-}" == "--guest" ]]; then
+if [[ $guest -eq 1 ]]; then
   pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static rdma-core ibverbs-providers ibverbs-utils
          perftest rdmacm-utils iproute2 cpio kmod)
 fi

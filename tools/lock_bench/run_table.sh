@@ -5,9 +5,14 @@
 # not fixed below), e.g.
 #   DURATION=10 tools/lock_bench/run_table.sh --nic-latency-ns 2000
 # Env: DURATION (measured s, default 5), WARMUP (default 1), THREADS (per node,
-# default 2), LOCK_BENCH (binary; default bazel-bin's).
+# default 2), REPEAT (interleaved rounds; each row is the median run, default
+# 3), LOCK_BENCH (binary; default bazel-bin's).
 # Build first: bazel build -c opt //tools/lock_bench
 set -euo pipefail
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 BIN="${LOCK_BENCH:-$(dirname "$0")/../../bazel-bin/tools/lock_bench/lock_bench}"
 COMMON=(--fabric soft --nodes 2 --threads-per-node "${THREADS:-2}" --keys 1024 --cs-ns 0
         --warmup "${WARMUP:-1}" --duration "${DURATION:-5}" --seed 1 -q)
