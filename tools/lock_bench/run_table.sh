@@ -14,6 +14,10 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
   exit 0
 fi
 BIN="${LOCK_BENCH:-$(dirname "$0")/../../bazel-bin/tools/lock_bench/lock_bench}"
+if [[ ! -x "$BIN" ]]; then
+  echo "run_table.sh: no lock_bench binary at $BIN; run: bazel build -c opt //tools/lock_bench" >&2
+  exit 2
+fi
 COMMON=(--fabric soft --nodes 2 --threads-per-node "${THREADS:-2}" --keys 1024 --cs-ns 0
         --warmup "${WARMUP:-1}" --duration "${DURATION:-5}" --seed 1 -q)
 csv=$(mktemp)
