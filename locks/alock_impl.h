@@ -32,7 +32,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -160,8 +162,19 @@ absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, s
   internal::Spinner spin(options_);
   for (;;) {
     const uint64_t b = d.budget.Load(std::memory_order_acquire);
-    if (b != alock_detail::kWaitingWord) return static_cast<int64_t>(b);
-    if (!spin.Spin()) return spin.Timeout("ALock: waiting for the predecessor's handover", lock);
+    // A handed budget is in [0, INT32_MAX]. Anything else but kWaiting is an
+    // RDMA WRITE seen half landed over kWaiting's 0xff bytes (Soft-RoCE copies
+    // payloads with a plain memcpy, tests/verbs/README.md "rxe torn WRITE"):
+    // keep waiting for the rest.
+    if (b <= uint64_t{INT32_MAX}) return static_cast<int64_t>(b);
+    if (!spin.Spin()) {
+      if (b != alock_detail::kWaitingWord) {
+        return absl::DataLossError(absl::StrCat("ALock: my descriptor's budget word holds 0x", absl::Hex(b),
+                                                ", not a budget; lock ", lock.node(), ":0x",
+                                                absl::Hex(lock.address())));
+      }
+      return spin.Timeout("ALock: waiting for the predecessor's handover", lock);
+    }
   }
 }
 
@@ -171,8 +184,22 @@ absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, si
   internal::Spinner spin(options_);
   for (;;) {
     const uint64_t n = d.next.Load(std::memory_order_acquire);
-    if (n != 0) return n;
-    if (!spin.Spin()) return spin.Timeout("ALock: waiting for the successor to link in", lock);
+    // A successor on the NIC path links in with an RDMA WRITE, which may be
+    // seen half landed (a mix of its bytes and the reset's zeros; see
+    // AwaitBudget): wait until the word names a descriptor line.
+    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(n);
+    // (Without a session every link is a CPU store: nothing to wait out.)
+    const bool complete = n != 0 && (session() == nullptr || (p.address() % sizeof(ALockDescriptor) == 0 &&
+                                                               session()->InArena(p, sizeof(ALockDescriptor))));
+    if (complete) return n;
+    if (!spin.Spin()) {
+      if (n == 0) return spin.Timeout("ALock: waiting for the successor to link in", lock);
+      return absl::DataLossError(absl::StrCat(
+          "ALock: my descriptor's next word holds 0x", absl::Hex(n), ", which is not a descriptor (64-byte aligned, ",
+          "inside its node's arena); lock ", lock.node(), ":0x", absl::Hex(lock.address()),
+          session() != nullptr ? absl::StrCat("; the address is in ", session()->DescribeAddress(p.address()))
+                               : std::string()));
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #include "locks/baselines.h"
 
 #include <atomic>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "locks/rmw_word.h"
@@ -39,6 +40,35 @@ absl::Status CheckReach(rdma::Session& s, rdma::RemotePtr lock) {
 }
 
 std::atomic<uint64_t> next_token{1};
+
+bool IsDescriptorRaw(const rdma::Session& s, uint64_t raw) {
+  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
+  return p.address() % 64 == 0 && s.InArena(p, 64);
+}
+
+// A queue word read from registered memory (the tail's old value, or my
+// descriptor's `next`) must name a descriptor line: 64-byte aligned, inside
+// its node's registered arena. Anything else means the word was corrupted
+// (e.g. a WRITE that landed with a payload that is not ours): fail with a
+// clear error instead of sending RDMA to a garbage address or, worse, to a
+// valid address that is not a descriptor.
+absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::string_view what, rdma::RemotePtr lock,
+                                rdma::RemotePtr me) {
+  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
+  if (IsDescriptorRaw(s, raw)) return absl::OkStatus();
+  std::string arena = "no such node";
+  if (p.node() < s.num_nodes()) {
+    const rdma::ArenaInfo& a = s.arena(p.node());
+    arena = absl::StrCat("[0x", absl::Hex(a.base), ", 0x", absl::Hex(a.base + a.length), ")");
+  }
+  return absl::DataLossError(absl::StrCat(
+      what, " holds 0x", absl::Hex(raw), " (node ", p.node(), ", address 0x", absl::Hex(p.address()),
+      "), which is not an MCS descriptor (64-byte aligned, inside node ", p.node(), "'s arena ", arena,
+      "); lock ", lock.node(), ":0x", absl::Hex(lock.address()), ", my descriptor ", me.node(), ":0x",
+      absl::Hex(me.address()), "; the address is in ", s.DescribeAddress(p.address()),
+      ". The word was corrupted: only descriptor pointers are ever written there (a WRITE seen half landed "
+      "is waited out until ClientOptions::timeout; see tests/verbs/README.md \"rxe torn WRITE\")"));
+}
 
 }  // namespace
 
@@ -122,13 +152,29 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   if (!pred.ok()) return pred.status();
   if (*pred != 0) {
     // Always through the NIC, even when the predecessor is on this node.
+    if (absl::Status st = CheckDescriptorRaw(s, *pred, "RdmaMcs Lock: the queue tail", lock, me); !st.ok()) {
+      return st;
+    }
     const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
     if (absl::Status st = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(s, me.raw()); !st.ok()) {
       return st;
     }
+    // Wait for exactly kGo, not just "no longer kWait": an RDMA WRITE is not
+    // atomic w.r.t. CPU loads on every NIC (Soft-RoCE copies the payload with
+    // a plain memcpy that can be seen half done, tests/verbs/README.md "rxe
+    // torn WRITE"). kWait and kGo differ in every byte, so reading kGo means
+    // the whole WRITE has landed.
     internal::Spinner spin(options_);
-    while (d.budget.Load(std::memory_order_acquire) == kWait) {
-      if (!spin.Spin()) return spin.Timeout("RdmaMcs: waiting for the predecessor's handover", lock);
+    uint64_t b;
+    while ((b = d.budget.Load(std::memory_order_acquire)) != kGo) {
+      if (!spin.Spin()) {
+        if (b != kWait) {
+          return absl::DataLossError(absl::StrCat("RdmaMcs Lock: my descriptor's budget word holds 0x", absl::Hex(b),
+                                                  ", neither waiting nor go; lock ", lock.node(), ":0x",
+                                                  absl::Hex(lock.address())));
+        }
+        return spin.Timeout("RdmaMcs: waiting for the predecessor's handover", lock);
+      }
     }
   }
   held_[*slot].lock = lock;
@@ -146,9 +192,20 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
   if (*old == me.raw()) return absl::OkStatus();
   ALockDescriptor& d = *me.local<ALockDescriptor>();
   internal::Spinner spin(options_);
+  // The successor's link is an RDMA WRITE, which a CPU load may see half
+  // landed (tests/verbs/README.md "rxe torn WRITE"): a torn value is a mix of
+  // the new bytes and the reset's zeros, so wait until the word names a
+  // descriptor line, not just until it is non-zero.
   uint64_t next;
-  while ((next = d.next.Load(std::memory_order_acquire)) == 0) {
-    if (!spin.Spin()) return spin.Timeout("RdmaMcs: waiting for the successor to link in", lock);
+  while ((next = d.next.Load(std::memory_order_acquire)) == 0 || !IsDescriptorRaw(s, next)) {
+    if (!spin.Spin()) {
+      if (next == 0) return spin.Timeout("RdmaMcs: waiting for the successor to link in", lock);
+      break;  // reported below
+    }
+  }
+  if (absl::Status st = CheckDescriptorRaw(s, next, "RdmaMcs Unlock: my descriptor's next word", lock, me);
+      !st.ok()) {
+    return st;
   }
   const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(next);
   return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(s, kGo);

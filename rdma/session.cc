@@ -316,6 +316,24 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
   return first_error;
 }
 
+std::string Session::DescribeAddress(uint64_t address) const {
+  const uint64_t scratch = reinterpret_cast<uintptr_t>(scratch_storage_.data());
+  if (address >= scratch && address - scratch < scratch_storage_.size()) {
+    return absl::StrCat("node ", self(), " session scratch buffer +0x", absl::Hex(address - scratch));
+  }
+  std::string arenas;
+  for (size_t n = 0; n < qps_.size(); ++n) {
+    const ArenaInfo& a = qps_[n].arena;
+    if (address >= a.base && address - a.base < a.length) {
+      return absl::StrCat("node ", n, "'s arena +0x", absl::Hex(address - a.base));
+    }
+    absl::StrAppend(&arenas, n == 0 ? "" : ", ", "node ", n, " [0x", absl::Hex(a.base), ", 0x",
+                    absl::Hex(a.base + a.length), ")");
+  }
+  return absl::StrCat("none of: node ", self(), " session scratch [0x", absl::Hex(scratch), ", 0x",
+                      absl::Hex(scratch + scratch_storage_.size()), "), arenas ", arenas);
+}
+
 absl::Status Session::Drain() {
   absl::Status result;
   for (size_t n = 0; n < qps_.size(); ++n) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -110,6 +111,16 @@ class Session {
   // this session was created (lets structures place data at deterministic
   // offsets in every node's arena across processes). node < num_nodes().
   const ArenaInfo& arena(NodeId node) const { return qps_[node].arena; }
+  // Diagnostics: where a local virtual address lies ("node 1's arena +0x40",
+  // "this session's scratch buffer +0x0", or "none of ..."), for error
+  // messages about corrupted pointers.
+  std::string DescribeAddress(uint64_t address) const;
+  // True when [p, p+len) lies in p.node()'s registered arena (no NIC op).
+  bool InArena(RemotePtr p, size_t len) const {
+    if (p.node() >= qps_.size()) return false;
+    const ArenaInfo& a = qps_[p.node()].arena;
+    return p.address() >= a.base && len <= a.length && p.address() - a.base <= a.length - len;
+  }
 
  private:
   friend class Batch;
