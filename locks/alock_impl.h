@@ -178,6 +178,8 @@ absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, s
   }
 }
 
+static_assert(sizeof(ALockDescriptor) == internal::kDescriptorBytes);
+
 template <typename P>
 absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, size_t slot) {
   ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
@@ -187,18 +189,17 @@ absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, si
     // A successor on the NIC path links in with an RDMA WRITE, which may be
     // seen half landed (a mix of its bytes and the reset's zeros; see
     // AwaitBudget): wait until the word names a descriptor line.
-    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(n);
     // (Without a session every link is a CPU store: nothing to wait out.)
-    const bool complete = n != 0 && (session() == nullptr || (p.address() % sizeof(ALockDescriptor) == 0 &&
-                                                               session()->InArena(p, sizeof(ALockDescriptor))));
+    const bool complete = n != 0 && (session() == nullptr || internal::NamesDescriptorLine(*session(), n));
     if (complete) return n;
     if (!spin.Spin()) {
       if (n == 0) return spin.Timeout("ALock: waiting for the successor to link in", lock);
       return absl::DataLossError(absl::StrCat(
           "ALock: my descriptor's next word holds 0x", absl::Hex(n), ", which is not a descriptor (64-byte aligned, ",
           "inside its node's arena); lock ", lock.node(), ":0x", absl::Hex(lock.address()),
-          session() != nullptr ? absl::StrCat("; the address is in ", session()->DescribeAddress(p.address()))
-                               : std::string()));
+          session() != nullptr
+              ? absl::StrCat("; the address is in ", session()->DescribeAddress(rdma::RemotePtr::FromRaw(n).address()))
+              : std::string()));
     }
   }
 }

@@ -41,11 +41,6 @@ absl::Status CheckReach(rdma::Session& s, rdma::RemotePtr lock) {
 
 std::atomic<uint64_t> next_token{1};
 
-bool IsDescriptorRaw(const rdma::Session& s, uint64_t raw) {
-  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
-  return p.address() % 64 == 0 && s.InArena(p, 64);
-}
-
 // A queue word read from registered memory (the tail's old value, or my
 // descriptor's `next`) must name a descriptor line: 64-byte aligned, inside
 // its node's registered arena. Anything else means the word was corrupted
@@ -55,7 +50,7 @@ bool IsDescriptorRaw(const rdma::Session& s, uint64_t raw) {
 absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::string_view what, rdma::RemotePtr lock,
                                 rdma::RemotePtr me) {
   const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
-  if (IsDescriptorRaw(s, raw)) return absl::OkStatus();
+  if (internal::NamesDescriptorLine(s, raw)) return absl::OkStatus();
   std::string arena = "no such node";
   if (p.node() < s.num_nodes()) {
     const rdma::ArenaInfo& a = s.arena(p.node());
@@ -197,7 +192,7 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
   // the new bytes and the reset's zeros, so wait until the word names a
   // descriptor line, not just until it is non-zero.
   uint64_t next;
-  while ((next = d.next.Load(std::memory_order_acquire)) == 0 || !IsDescriptorRaw(s, next)) {
+  while ((next = d.next.Load(std::memory_order_acquire)) == 0 || !internal::NamesDescriptorLine(s, next)) {
     if (!spin.Spin()) {
       if (next == 0) return spin.Timeout("RdmaMcs: waiting for the successor to link in", lock);
       break;  // reported below

@@ -4,6 +4,7 @@
 // Helpers shared by the lock clients. Not part of the public API.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "locks/lock.h"
 #include "rdma/remote_ptr.h"
+#include "rdma/session.h"
 
 namespace locks::internal {
 
@@ -65,6 +67,19 @@ inline absl::Status CheckLockPtr(rdma::RemotePtr lock) {
                                                    kLockAlign, "-byte aligned"));
   }
   return absl::OkStatus();
+}
+
+// Every queue lock's descriptor (ALock's and the MCS baselines') is one line.
+inline constexpr size_t kDescriptorBytes = 64;
+
+// Whether `raw` names a descriptor line: kDescriptorBytes-aligned, inside its
+// node's registered arena as `s` knows it. A queue link arrives by RDMA WRITE,
+// and on Soft-RoCE a CPU load can see that 8-byte WRITE half landed
+// (tests/verbs/README.md "rxe torn WRITE"): waiters use this to wait for the
+// whole value before acting on it.
+inline bool NamesDescriptorLine(const rdma::Session& s, uint64_t raw) {
+  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
+  return p.address() % kDescriptorBytes == 0 && s.InArena(p, kDescriptorBytes);
 }
 
 // The locks a client holds, one descriptor line each.
