@@ -8,8 +8,19 @@
 namespace lincheck {
 namespace {
 
-// Index of the first pair in the flat sorted list whose key is >= key.
-size_t LowerBoundPair(const State& state, int64_t key) {
+std::string Binding(int64_t found, int64_t value) {
+  return found ? absl::StrCat(value) : std::string("absent");
+}
+
+bool HasLowerBound(const History& history) {
+  return std::any_of(history.begin(), history.end(), [](const Operation& op) {
+    return op.op == "lower_bound";
+  });
+}
+
+}  // namespace
+
+size_t MapModel::LowerBoundPair(const State& state, int64_t key) {
   size_t lo = 0, hi = state.size() / 2;
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
@@ -22,21 +33,9 @@ size_t LowerBoundPair(const State& state, int64_t key) {
   return lo;
 }
 
-bool Has(const State& state, size_t pair, int64_t key) {
+bool MapModel::Has(const State& state, size_t pair, int64_t key) {
   return 2 * pair < state.size() && state[2 * pair] == key;
 }
-
-std::string Binding(int64_t found, int64_t value) {
-  return found ? absl::StrCat(value) : std::string("absent");
-}
-
-bool HasLowerBound(const History& history) {
-  return std::any_of(history.begin(), history.end(), [](const Operation& op) {
-    return op.op == "lower_bound";
-  });
-}
-
-}  // namespace
 
 absl::Status MapModel::Validate(const Operation& op) const {
   if (op.op == "put") return CheckShape(op, 2, {2});

@@ -1,6 +1,8 @@
 #ifndef TESTS_LINCHECK_MAP_MODEL_H_
 #define TESTS_LINCHECK_MAP_MODEL_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,12 @@ class MapModel : public Model {
   std::vector<Partition> PartitionHistory(const History& history) const override;
   std::string Describe(const Operation& op) const override;
   std::string DescribeState(const State& state) const override;
+
+ protected:
+  // State helpers for models that extend this one: the index of the first
+  // pair whose key is >= `key`, and whether pair `pair` binds exactly `key`.
+  static size_t LowerBoundPair(const State& state, int64_t key);
+  static bool Has(const State& state, size_t pair, int64_t key);
 };
 
 // A MapModel that also answers ordered queries:

@@ -5,23 +5,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace structures::testing {
-namespace {
-
-// Index of the first pair whose key is >= key (state is sorted by key).
-size_t LowerBoundPair(const lincheck::State& state, int64_t key) {
-  size_t lo = 0, hi = state.size() / 2;
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (state[2 * mid] < key) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
-}  // namespace
 
 absl::Status HashMapModel::Validate(const lincheck::Operation& op) const {
   if (op.op == "insert") return CheckShape(op, 2, {1});
@@ -35,7 +18,7 @@ lincheck::StepResult HashMapModel::Step(const lincheck::State& state, const linc
   if (op.op != "insert" && op.op != "contains") return MapModel::Step(state, op);
   const int64_t key = op.args[0];
   const size_t pair = LowerBoundPair(state, key);
-  const bool found = 2 * pair < state.size() && state[2 * pair] == key;
+  const bool found = Has(state, pair, key);
   if (op.op == "contains") return {Matches(op, {found ? 1 : 0}), state};
   if (found) return {Matches(op, {0}), state};
   lincheck::State next = state;
