@@ -1,7 +1,7 @@
 // The hash map across two processes: each node creates only its own part
 // (HashMap::CreateLocalPart) and reaches the other through a TcpConnector.
 //
-// Two modes, as tests/verbs/two_node_test.cc:
+// Two modes (tests/verbs/two_node_harness.h):
 //  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
 //    RXE_NUM_NODES=2, RXE_NODE_ID=0|1, RXE_SELF_IP, RXE_PEER_IP; each guest
 //    runs this binary as one node on the verbs fabric. Port: RDMADS_TCP_PORT
@@ -17,18 +17,15 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "rdma/fabric.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
 #include "rdma/verbs/tcp_connector.h"
+#include "tests/verbs/two_node_harness.h"
 #include "structures/hash_map/hash_map.h"
 
 namespace structures {
@@ -42,11 +39,6 @@ using rdma::verbs::TcpPeer;
 constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 constexpr uint64_t kKeys = 64;
 constexpr uint64_t kRecordBase = uint64_t{1} << 40;  // key kRecordBase + k: who won the insert of k
-
-std::string Env(const char* name, const std::string& dflt = "") {
-  const char* v = std::getenv(name);
-  return v == nullptr ? dflt : std::string(v);
-}
 
 #define RETURN_IF_ERROR(expr)                                                                              \
   do {                                                                                                     \
@@ -153,70 +145,8 @@ absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
   return absl::OkStatus();
 }
 
-rdma::NodeOptions SmallNode() {
-  rdma::NodeOptions o;
-  o.arena_bytes = 4 << 20;
-  return o;
-}
-
 TEST(HashMapTwoNode, LocalPartsOverTcpConnector) {
-  if (Env("RXE_NUM_NODES") == "2") {
-    const int id = std::atoi(Env("RXE_NODE_ID", "-1").c_str());
-    ASSERT_TRUE(id == 0 || id == 1) << "RXE_NODE_ID must be 0 or 1";
-    const std::string self_ip = Env("RXE_SELF_IP"), peer_ip = Env("RXE_PEER_IP");
-    ASSERT_FALSE(self_ip.empty() || peer_ip.empty()) << "RXE_SELF_IP and RXE_PEER_IP must be set";
-    const uint16_t port = static_cast<uint16_t>(std::atoi(Env("RDMADS_TCP_PORT", "7481").c_str()));
-    rdma::FabricOptions fo;
-    fo.kind = rdma::FabricKind::kVerbs;
-    auto fabric = rdma::OpenFabric(fo);
-    ASSERT_TRUE(fabric.ok()) << fabric.status();
-    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    auto node = rdma::Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
-    ASSERT_TRUE(node.ok()) << node.status();
-    TcpConnectorOptions co;
-    co.peers.resize(2);
-    co.peers[id] = TcpPeer{self_ip, port};
-    co.peers[1 - id] = TcpPeer{peer_ip, port};
-    co.connect_timeout = std::chrono::seconds(120);  // the other guest may still be booting
-    auto conn = TcpConnector::Create(**node, co);
-    ASSERT_TRUE(conn.ok()) << conn.status();
-    absl::Status st = RunNode(**node, **conn);
-    EXPECT_TRUE(st.ok()) << st;
-    return;
-  }
-  std::vector<std::string> backends = absl::StrSplit(Env("RDMADS_FABRICS", "soft"), ',', absl::SkipEmpty());
-  auto kind = rdma::ParseFabricKind(backends.empty() ? "soft" : backends[0]);
-  ASSERT_TRUE(kind.ok()) << kind.status();
-  rdma::FabricOptions fo;
-  fo.kind = *kind;
-  auto fabric = rdma::OpenFabric(fo);
-  ASSERT_TRUE(fabric.ok()) << fabric.status();
-  std::unique_ptr<rdma::Node> nodes[2];
-  std::unique_ptr<TcpConnector> conns[2];
-  for (int id = 0; id < 2; ++id) {
-    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    auto node = rdma::Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
-    ASSERT_TRUE(node.ok()) << node.status();
-    nodes[id] = std::move(*node);
-    TcpConnectorOptions co;
-    co.peers = {TcpPeer{"127.0.0.1", 0}, TcpPeer{"127.0.0.1", 0}};
-    co.connect_timeout = std::chrono::seconds(10);
-    auto conn = TcpConnector::Create(*nodes[id], co);
-    ASSERT_TRUE(conn.ok()) << conn.status();
-    conns[id] = std::move(*conn);
-  }
-  conns[0]->SetPeer(1, TcpPeer{"127.0.0.1", conns[1]->listen_port()});
-  conns[1]->SetPeer(0, TcpPeer{"127.0.0.1", conns[0]->listen_port()});
-  absl::Status results[2];
-  std::thread t1([&] { results[1] = RunNode(*nodes[1], *conns[1]); });
-  results[0] = RunNode(*nodes[0], *conns[0]);
-  t1.join();
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
-  conns[0].reset();
-  conns[1].reset();
+  rdma::testing::RunTwoNodes(RunNode, 7481);
 }
 
 }  // namespace

@@ -13,19 +13,16 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "rdma/fabric.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
 #include "rdma/verbs/tcp_connector.h"
+#include "tests/verbs/two_node_harness.h"
 
 namespace rdma {
 namespace {
@@ -36,11 +33,6 @@ using verbs::TcpConnectorOptions;
 using verbs::TcpPeer;
 
 constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
-
-std::string Env(const char* name, const std::string& dflt = "") {
-  const char* v = std::getenv(name);
-  return v == nullptr ? dflt : std::string(v);
-}
 
 uint8_t Pattern(int writer, int owner, int i) { return static_cast<uint8_t>(i * 31 + writer * 7 + owner * 3 + 1); }
 
@@ -176,77 +168,8 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
   return absl::OkStatus();
 }
 
-NodeOptions SmallNode() {
-  NodeOptions o;
-  o.arena_bytes = 4 << 20;
-  return o;
-}
-
 TEST(TwoNode, ReadWriteAtomicsAndBatchesBothWays) {
-  const bool two_process = Env("RXE_NUM_NODES") == "2";
-  if (two_process) {
-    // One node of two, in separate guests, on the verbs fabric.
-    const int id = std::atoi(Env("RXE_NODE_ID", "-1").c_str());
-    ASSERT_TRUE(id == 0 || id == 1) << "RXE_NODE_ID must be 0 or 1";
-    const std::string self_ip = Env("RXE_SELF_IP"), peer_ip = Env("RXE_PEER_IP");
-    ASSERT_FALSE(self_ip.empty() || peer_ip.empty()) << "RXE_SELF_IP and RXE_PEER_IP must be set";
-    const uint16_t port = static_cast<uint16_t>(std::atoi(Env("RDMADS_TCP_PORT", "7471").c_str()));
-    FabricOptions fo;
-    fo.kind = FabricKind::kVerbs;
-    auto fabric = OpenFabric(fo);
-    ASSERT_TRUE(fabric.ok()) << fabric.status();
-    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    auto node = Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
-    ASSERT_TRUE(node.ok()) << node.status();
-    TcpConnectorOptions co;
-    co.peers.resize(2);
-    co.peers[id] = TcpPeer{self_ip, port};
-    co.peers[1 - id] = TcpPeer{peer_ip, port};
-    co.connect_timeout = std::chrono::seconds(120);  // the other guest may still be booting
-    auto conn = TcpConnector::Create(**node, co);
-    ASSERT_TRUE(conn.ok()) << conn.status();
-    const auto t0 = Clock::now();
-    absl::Status st = RunNode(**node, **conn);
-    EXPECT_TRUE(st.ok()) << st;
-    std::printf("node %d finished in %.2f s\n", id, std::chrono::duration<double>(Clock::now() - t0).count());
-    return;
-  }
-
-  // Both nodes in this process, each with its own device and connector.
-  std::vector<std::string> backends = absl::StrSplit(Env("RDMADS_FABRICS", "soft"), ',', absl::SkipEmpty());
-  const std::string backend = backends.empty() ? "soft" : backends[0];
-  auto kind = ParseFabricKind(backend);
-  ASSERT_TRUE(kind.ok()) << kind.status();
-  FabricOptions fo;
-  fo.kind = *kind;
-  auto fabric = OpenFabric(fo);
-  ASSERT_TRUE(fabric.ok()) << fabric.status();
-  std::unique_ptr<Node> nodes[2];
-  std::unique_ptr<TcpConnector> conns[2];
-  for (int id = 0; id < 2; ++id) {
-    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    auto node = Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
-    ASSERT_TRUE(node.ok()) << node.status();
-    nodes[id] = std::move(*node);
-    TcpConnectorOptions co;
-    co.peers = {TcpPeer{"127.0.0.1", 0}, TcpPeer{"127.0.0.1", 0}};
-    co.connect_timeout = std::chrono::seconds(10);
-    auto conn = TcpConnector::Create(*nodes[id], co);
-    ASSERT_TRUE(conn.ok()) << conn.status();
-    conns[id] = std::move(*conn);
-  }
-  conns[0]->SetPeer(1, TcpPeer{"127.0.0.1", conns[1]->listen_port()});
-  conns[1]->SetPeer(0, TcpPeer{"127.0.0.1", conns[0]->listen_port()});
-  absl::Status results[2];
-  std::thread t1([&] { results[1] = RunNode(*nodes[1], *conns[1]); });
-  results[0] = RunNode(*nodes[0], *conns[0]);
-  t1.join();
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_TRUE(results[1].ok()) << results[1];
-  conns[0].reset();
-  conns[1].reset();
+  rdma::testing::RunTwoNodes(RunNode, 7471);
 }
 
 }  // namespace
