@@ -28,17 +28,18 @@ run_bazel() {  # $1 = label, rest = bazel args
   local log
   log=$(mktemp)
   bazel test --test_summary=short "$@" //... 2>&1 | tee "$log" | grep -E '^//|^Executed|ERROR' >&2
-  local p f
+  local p f=0
   p=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$log")
-  f=$(grep -cE '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log")
-  if grep -q '^ERROR:' "$log" && [[ $f -eq 0 ]]; then f=1; fi  # build failure
-  local named=0
+  # Each failed target, as "<target> <status>".
   while read -r name; do
     failed_names+=("${label} ${name}")
-    named=$((named + 1))
+    f=$((f + 1))
   done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" |
            awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(FAILED|TIMEOUT|FLAKY|NO|INCOMPLETE)$/) { print $1, $i; break }}')
-  if [[ $f -gt 0 && $named -eq 0 ]]; then failed_names+=("${label} build error"); fi
+  if grep -q '^ERROR:' "$log" && [[ $f -eq 0 ]]; then  # build failure
+    failed_names+=("${label} build error")
+    f=1
+  fi
   rm -f "$log"
   passed=$((passed + p))
   failed=$((failed + f))
