@@ -1,50 +1,85 @@
 #!/usr/bin/env bash
-# Our transport's loopback READ/WRITE/CAS/FAA latency vs perftest on the same
-# rxe0 device, in ONE Soft-RoCE guest boot. Prints a table of medians, p99s
-# and ratios (ours / perftest). Run on the host:
-#   bench/latency_vs_perftest.sh
-# Caveat printed with the table: ib_write_lat reports half a ping-pong round
-# trip, while our WRITE waits for its completion (a full round trip).
+# Our transport's READ/WRITE/CAS/FAA latency vs perftest on the same rxe0
+# device (loopback), in ONE Soft-RoCE guest boot. Runs ROUNDS interleaved
+# rounds (ours first in odd rounds, perftest first in even ones), then prints
+# the median over rounds of each median and p99, the ratio ours / perftest,
+# and the range of the per-round median ratios. Run on the host:
+#   bench/latency_vs_perftest.sh [--rounds N]     (default 5)
+# WRITE is compared like for like: ib_write_lat reports half a ping-pong round
+# trip, and so does our pingpong/WRITE. Our WRITE-with-completion (a full
+# round trip) is printed as an extra row without a perftest counterpart.
 set -euo pipefail
-case "${1:-}" in
-  "") ;;
-  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "latency_vs_perftest.sh: takes no arguments (try --help)" >&2; exit 2 ;;
-esac
+ROUNDS=5
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "latency_vs_perftest.sh: --rounds needs a positive integer" >&2; exit 2; }
+              ROUNDS=$2; shift ;;
+    --rounds=*) ROUNDS=${1#--rounds=}
+              [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "latency_vs_perftest.sh: --rounds needs a positive integer" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "latency_vs_perftest.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
 cd "$(dirname "$0")/.."
 if [[ "${RXE_IN_GUEST:-}" == 1 ]]; then
-  bazel-bin/bench/transport_latency --fabric=verbs --benchmark_filter='^loopback/' \
-      --benchmark_min_time=0.5 --benchmark_format=csv 2>/dev/null | sed 's/^/ours,/'
-  tools/rxe_vm/perftest_baseline.sh
+  ours() {
+    bazel-bin/bench/transport_latency --fabric=verbs --benchmark_filter='^(loopback|pingpong)/' \
+        --benchmark_min_time=0.3 --benchmark_format=csv 2>/dev/null | sed "s/^/ours,$1,/"
+  }
+  theirs() { tools/rxe_vm/perftest_baseline.sh -n 5000 | sed "s/^perftest /perftest round=$1 /"; }
+  for r in $(seq "$ROUNDS"); do
+    echo "round $r of $ROUNDS" >&2
+    if (( r % 2 )); then ours "$r"; theirs "$r"; else theirs "$r"; ours "$r"; fi
+  done
   exit 0
 fi
 tools/setup_deps.sh --guest
 bazel build -c opt //bench:transport_latency >/dev/null 2>&1
-out=$(tools/rxe_vm/rxe_run --timeout 900 -- bench/latency_vs_perftest.sh)
+out=$(tools/rxe_vm/rxe_run --timeout $((300 + 240 * ROUNDS)) -- \
+      bench/latency_vs_perftest.sh --rounds "$ROUNDS")
 python3 - "$out" <<'PY'
-import csv, io, re, sys
+import collections, csv, io, re, statistics, sys
 text = sys.argv[1]
-ours = {}
-lines = [l[5:] for l in text.splitlines() if l.startswith("ours,")]
-rows = list(csv.reader(io.StringIO("\n".join(lines))))
-hdr = rows[0]
-for r in rows[1:]:
-    d = dict(zip(hdr, r))
-    verb = d["name"].split("/")[1]
-    ours[verb] = (float(d["median_us"]), float(d["p99_us"]))
-perf = {}
-for l in text.splitlines():
-    m = re.match(r"perftest (\S+) .*median_us=([\d.]+) .*p99_us=([\d.]+)", l)
+ours = collections.defaultdict(dict)   # row -> round -> (median, p99)
+perf = collections.defaultdict(dict)
+hdr = None
+for line in text.splitlines():
+    if not line.startswith("ours,"):
+        continue
+    _, rnd, rest = line.split(",", 2)
+    row = next(csv.reader(io.StringIO(rest)))
+    if row[0] == "name":
+        hdr = row; continue
+    d = dict(zip(hdr, row))
+    if d.get("error_occurred") == "true":
+        sys.exit(f"our benchmark {d['name']} failed: {d.get('error_message')}")
+    kind, verb = d["name"].split("/")[:2]
+    key = "WRITE" if kind == "pingpong" else ("WRITE (completion)" if verb == "WRITE" else verb)
+    ours[key][int(rnd)] = (float(d["median_us"]), float(d["p99_us"]))
+for line in text.splitlines():
+    m = re.match(r"perftest round=(\d+) (\S+) .*median_us=([\d.]+) .*p99_us=([\d.]+)", line)
     if m:
-        perf[m.group(1)] = (float(m.group(2)), float(m.group(3)))
-names = {"READ": "read", "WRITE": "write", "CAS": "cas", "FAA": "faa"}
-print("| op | ours median µs | perftest median µs | ratio | ours p99 µs | perftest p99 µs | ratio |")
-print("|---|---:|---:|---:|---:|---:|---:|")
-for verb, key in names.items():
-    pk = next((k for k in perf if k.startswith(key) or key in k), None)
-    if verb not in ours or pk is None:
-        print(f"| {verb} | missing | | | | | |"); continue
-    (om, op), (pm, pp) = ours[verb], perf[pk]
-    print(f"| {verb} | {om:.1f} | {pm:.1f} | {om/pm:.2f} | {op:.1f} | {pp:.1f} | {op/pp:.2f} |")
-print("\nperftest keys seen:", ", ".join(sorted(perf)))
+        perf[m.group(2)][int(m.group(1))] = (float(m.group(3)), float(m.group(4)))
+    elif "FAILED" in line and line.startswith("perftest"):
+        sys.exit(line)
+names = {"READ": "read", "WRITE": "write", "CAS": "atomic_cas", "FAA": "atomic_faa", "WRITE (completion)": None}
+med = lambda xs: statistics.median(xs)
+print("| op | ours median µs | perftest median µs | ratio | per-round ratios | ours p99 µs | perftest p99 µs |")
+print("|---|---:|---:|---:|---|---:|---:|")
+for key, pk in names.items():
+    o = ours.get(key, {})
+    if not o:
+        print(f"| {key} | missing | | | | | |"); continue
+    om, op = med([v[0] for v in o.values()]), med([v[1] for v in o.values()])
+    if pk is None:
+        print(f"| {key} | {om:.1f} | n/a | | | {op:.1f} | |"); continue
+    p = perf.get(pk, {})
+    if not p:
+        print(f"| {key} | {om:.1f} | missing | | | {op:.1f} | |"); continue
+    pm, pp = med([v[0] for v in p.values()]), med([v[1] for v in p.values()])
+    per_round = sorted(o[r][0] / p[r][0] for r in o if r in p)
+    rng = f"{per_round[0]:.2f}-{per_round[-1]:.2f}" if per_round else ""
+    print(f"| {key} | {om:.1f} | {pm:.1f} | {om/pm:.2f} | {rng} | {op:.1f} | {pp:.1f} |")
+print(f"\n{len(set(r for v in ours.values() for r in v))} rounds; medians over rounds of each round's median (p99).")
 PY

@@ -3,12 +3,20 @@
 // hardware-independent counts per op. On rxe0 (inside tools/rxe_vm) these are
 // compared with perftest's ib_*_lat on the same device (bench/README.md).
 //
+// pingpong/WRITE measures WRITE latency the way perftest's ib_write_lat does:
+// two sides take turns WRITing a counter into each other's memory, each
+// spinning on its own copy, and the latency is half the round trip. The
+// loopback/remote WRITE rows instead wait for the WRITE's completion.
+//
 //   bazel run -c opt //bench:transport_latency -- --fabric=soft
 //   (in the guest) bazel-bin/bench/transport_latency --fabric=verbs
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -19,6 +27,20 @@ namespace {
 rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
 
 enum class Verb { kRead, kWrite, kCas, kFaa };
+
+// Fills the median and p99 of `lat_us` (scaled by `scale`) and the counts per
+// iteration into the benchmark's counters.
+void Report(benchmark::State& state, std::vector<double>& lat_us, double scale, const rdma::OpCounters& d) {
+  if (lat_us.empty()) return;
+  std::sort(lat_us.begin(), lat_us.end());
+  const double n = static_cast<double>(state.iterations());
+  state.counters["median_us"] = lat_us[lat_us.size() / 2] * scale;
+  state.counters["p99_us"] = lat_us[std::min(lat_us.size() - 1, lat_us.size() * 99 / 100)] * scale;
+  state.counters["nic_ops/op"] = d.nic_ops / n;
+  state.counters["doorbells/op"] = d.doorbells / n;
+  state.counters["round_trips/op"] = d.round_trips / n;
+  state.counters["bytes/op"] = d.bytes / n;
+}
 
 void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
   rdma::ClusterOptions o;
@@ -57,16 +79,95 @@ void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
     }
     if (lat_us.size() < lat_us.capacity()) lat_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
-  if (lat_us.empty()) return;
-  std::sort(lat_us.begin(), lat_us.end());
+  Report(state, lat_us, 1.0, rdma::ThisThreadCounters() - before);
+}
+
+// Spins until `word` (written by a NIC) holds `want`. False after `timeout`
+// or once `stop` is set.
+bool SpinUntil(const uint64_t* word, uint64_t want, const std::atomic<bool>& stop,
+               std::chrono::steady_clock::duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (uint32_t spins = 0;; ++spins) {
+    // The NIC writes this aligned word; an acquire load orders what follows.
+    if (std::atomic_ref<const uint64_t>(*word).load(std::memory_order_acquire) == want) return true;
+    if ((spins & 1023) == 0 &&
+        (stop.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() > deadline)) {
+      return false;
+    }
+  }
+}
+
+// Node 0's thread WRITEs i into node 1's arena; node 1's thread sees it and
+// WRITEs i back into node 0's arena. Both WRITEs are inline and posted without
+// waiting for their completions, as in ib_write_lat. Latency = round trip / 2.
+void BM_WritePingPong(benchmark::State& state) {
+  rdma::ClusterOptions o;
+  o.num_nodes = 2;
+  o.node.arena_bytes = 1 << 20;
+  o.fabric.kind = g_fabric;
+  auto cluster = rdma::Cluster::Create(o);
+  if (!cluster.ok()) {
+    state.SkipWithError(std::string(cluster.status().message()).c_str());
+    return;
+  }
+  const rdma::RemotePtr ping = *(*cluster)->node(1).Allocate(64);  // node 0 -> node 1
+  const rdma::RemotePtr pong = *(*cluster)->node(0).Allocate(64);  // node 1 -> node 0
+  const auto* ping_word = reinterpret_cast<const uint64_t*>(ping.address());
+  const auto* pong_word = reinterpret_cast<const uint64_t*>(pong.address());
+  constexpr auto kTimeout = std::chrono::seconds(10);
+  std::atomic<bool> stop{false};
+  absl::Status responder_status;
+  std::thread responder([&] {
+    auto session = (*cluster)->NewSession(1);
+    if (!session.ok()) {
+      responder_status = session.status();
+      return;
+    }
+    for (uint64_t i = 1;; ++i) {
+      if (!SpinUntil(ping_word, i, stop, kTimeout)) break;
+      if (absl::Status s = rdma::Batch(**session, 0).Write64(pong, i).PostWithoutWaiting(); !s.ok()) {
+        responder_status = s;
+        break;
+      }
+    }
+    if (absl::Status s = (*session)->Drain(); responder_status.ok()) responder_status = s;
+  });
+  auto session = (*cluster)->NewSession(0);
+  std::vector<double> rtt_us;
+  rtt_us.reserve(1 << 16);
+  absl::Status error;
+  const rdma::OpCounters before = rdma::ThisThreadCounters();
+  uint64_t i = 0;
+  for (auto _ : state) {
+    if (!session.ok()) {
+      error = session.status();
+      break;
+    }
+    ++i;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (absl::Status s = rdma::Batch(**session, 1).Write64(ping, i).PostWithoutWaiting(); !s.ok()) {
+      error = s;
+      break;
+    }
+    if (!SpinUntil(pong_word, i, stop, kTimeout)) {
+      error = absl::DeadlineExceededError("no pong within 10 s");
+      break;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    if (rtt_us.size() < rtt_us.capacity()) rtt_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  if (session.ok()) {
+    if (absl::Status s = (*session)->Drain(); error.ok()) error = s;
+  }
   const rdma::OpCounters d = rdma::ThisThreadCounters() - before;
-  const double n = static_cast<double>(state.iterations());
-  state.counters["median_us"] = lat_us[lat_us.size() / 2];
-  state.counters["p99_us"] = lat_us[std::min(lat_us.size() - 1, lat_us.size() * 99 / 100)];
-  state.counters["nic_ops/op"] = d.nic_ops / n;
-  state.counters["doorbells/op"] = d.doorbells / n;
-  state.counters["round_trips/op"] = d.round_trips / n;
-  state.counters["bytes/op"] = d.bytes / n;
+  stop.store(true);
+  responder.join();
+  if (error.ok()) error = responder_status;
+  if (!error.ok()) {
+    state.SkipWithError(std::string(error.message()).c_str());
+    return;
+  }
+  Report(state, rtt_us, 0.5, d);
 }
 
 void Register() {
@@ -80,6 +181,7 @@ void Register() {
       })->UseRealTime();
     }
   }
+  benchmark::RegisterBenchmark("pingpong/WRITE", BM_WritePingPong)->UseRealTime();
 }
 
 }  // namespace

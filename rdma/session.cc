@@ -133,7 +133,7 @@ Batch& Batch::Fence() {
 absl::Status Batch::Execute() {
   if (!error_.ok()) return error_;
   if (wrs_.empty()) return absl::OkStatus();
-  absl::Status s = session_.Post(target_, wrs_, /*wait=*/true);
+  absl::Status s = session_.Post(target_, absl::MakeSpan(wrs_), /*wait=*/true);
   if (!s.ok()) return s;
   for (const Copyback& c : copybacks_) {
     if (c.dst != nullptr) std::memcpy(c.dst, session_.scratch_storage_.data() + c.scratch_offset, c.len);
@@ -150,7 +150,7 @@ absl::Status Batch::PostWithoutWaiting() {
     }
   }
   if (wrs_.empty()) return absl::OkStatus();
-  return session_.Post(target_, wrs_, /*wait=*/false);
+  return session_.Post(target_, absl::MakeSpan(wrs_), /*wait=*/false);
 }
 
 // ---------------------------------------------------------------- Session
@@ -238,7 +238,7 @@ absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
   return a.rkey;
 }
 
-absl::Status Session::Post(NodeId target, std::vector<WorkRequest>& wrs, bool wait) {
+absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait) {
   PeerQp& p = qps_[target];
   if (!p.deferred_error.ok()) return std::exchange(p.deferred_error, absl::OkStatus());
   if (wrs.size() > options_.max_send_wr) {

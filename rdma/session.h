@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "absl/status/statusor.h"
 #include "rdma/device.h"
 #include "rdma/node.h"
@@ -70,8 +72,10 @@ class Batch {
 
   Session& session_;
   NodeId target_;
-  std::vector<WorkRequest> wrs_;
-  std::vector<Copyback> copybacks_;
+  // Inline capacity covers every chain the library posts, so building and
+  // posting a Batch allocates nothing on the heap.
+  absl::InlinedVector<WorkRequest, 8> wrs_;
+  absl::InlinedVector<Copyback, 8> copybacks_;
   size_t scratch_used_ = 0;
   bool fence_next_ = false;
   bool owns_session_ = false;
@@ -127,7 +131,7 @@ class Session {
   Session(Node& self, Connector& peers, const SessionOptions& options);
   absl::Status ConnectTo(NodeId node);
   absl::StatusOr<uint32_t> RkeyFor(RemotePtr p, size_t len) const;
-  absl::Status Post(NodeId target, std::vector<WorkRequest>& wrs, bool wait);
+  absl::Status Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait);
   absl::Status WaitFor(NodeId target, uint64_t wr_id);
 
   struct PeerQp {
