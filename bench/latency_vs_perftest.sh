@@ -9,13 +9,14 @@
 # trip, and so does our pingpong/WRITE. Our WRITE-with-completion (a full
 # round trip) is printed as an extra row without a perftest counterpart.
 set -euo pipefail
-ROUNDS=5
+ROUNDS=5 BINARY=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "latency_vs_perftest.sh: --rounds needs a positive integer" >&2; exit 2; }
               ROUNDS=$2; shift ;;
     --rounds=*) ROUNDS=${1#--rounds=}
               [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "latency_vs_perftest.sh: --rounds needs a positive integer" >&2; exit 2; } ;;
+    --binary) BINARY=$2; shift ;;  # internal: the host passes the built binary to the guest
     -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "latency_vs_perftest.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -24,8 +25,9 @@ done
 cd "$(dirname "$0")/.."
 if [[ "${RXE_IN_GUEST:-}" == 1 ]]; then
   ours() {
-    bazel-bin/bench/transport_latency --fabric=verbs --benchmark_filter='^(loopback|pingpong)/' \
-        --benchmark_min_time=0.3 --benchmark_format=csv 2>/dev/null | sed "s/^/ours,$1,/"
+    # stderr (Google Benchmark's context, any error) goes to the run's log.
+    "$BINARY" --fabric=verbs --benchmark_filter='^(loopback|pingpong)/' \
+        --benchmark_min_time=0.3 --benchmark_format=csv | sed "s/^/ours,$1,/"
   }
   theirs() { tools/rxe_vm/perftest_baseline.sh -n 5000 | sed "s/^perftest /perftest round=$1 /"; }
   for r in $(seq "$ROUNDS"); do
@@ -35,9 +37,12 @@ if [[ "${RXE_IN_GUEST:-}" == 1 ]]; then
   exit 0
 fi
 tools/setup_deps.sh --guest
-bazel build -c opt //bench:transport_latency >/dev/null 2>&1
+bazel build -c opt //bench:transport_latency 2>&1 | tail -n 3 >&2
+# Resolve the binary now: the bazel-bin symlink moves with later builds.
+BINARY=$(readlink -f "$(bazel info -c opt bazel-bin 2>/dev/null)/bench/transport_latency")
+[[ -x "$BINARY" ]] || { echo "latency_vs_perftest.sh: build of //bench:transport_latency failed" >&2; exit 1; }
 out=$(tools/rxe_vm/rxe_run --timeout $((300 + 240 * ROUNDS)) -- \
-      bench/latency_vs_perftest.sh --rounds "$ROUNDS")
+      bench/latency_vs_perftest.sh --rounds "$ROUNDS" --binary "$BINARY")
 python3 - "$out" <<'PY'
 import collections, csv, io, re, statistics, sys
 text = sys.argv[1]
@@ -65,21 +70,21 @@ for line in text.splitlines():
         sys.exit(line)
 names = {"READ": "read", "WRITE": "write", "CAS": "atomic_cas", "FAA": "atomic_faa", "WRITE (completion)": None}
 med = lambda xs: statistics.median(xs)
-print("| op | ours median µs | perftest median µs | ratio | per-round ratios | ours p99 µs | perftest p99 µs |")
-print("|---|---:|---:|---:|---|---:|---:|")
+print("| op | ours median µs | perftest median µs | ratio | per-round ratios | ours p99 µs | perftest p99 µs | p99 ratio |")
+print("|---|---:|---:|---:|---|---:|---:|---:|")
 for key, pk in names.items():
     o = ours.get(key, {})
     if not o:
-        print(f"| {key} | missing | | | | | |"); continue
+        print(f"| {key} | missing | | | | | | |"); continue
     om, op = med([v[0] for v in o.values()]), med([v[1] for v in o.values()])
     if pk is None:
-        print(f"| {key} | {om:.1f} | n/a | | | {op:.1f} | |"); continue
+        print(f"| {key} | {om:.1f} | n/a | | | {op:.1f} | | |"); continue
     p = perf.get(pk, {})
     if not p:
-        print(f"| {key} | {om:.1f} | missing | | | {op:.1f} | |"); continue
+        print(f"| {key} | {om:.1f} | missing | | | {op:.1f} | | |"); continue
     pm, pp = med([v[0] for v in p.values()]), med([v[1] for v in p.values()])
     per_round = sorted(o[r][0] / p[r][0] for r in o if r in p)
     rng = f"{per_round[0]:.2f}-{per_round[-1]:.2f}" if per_round else ""
-    print(f"| {key} | {om:.1f} | {pm:.1f} | {om/pm:.2f} | {rng} | {op:.1f} | {pp:.1f} |")
+    print(f"| {key} | {om:.1f} | {pm:.1f} | {om/pm:.2f} | {rng} | {op:.1f} | {pp:.1f} | {op/pp:.2f} |")
 print(f"\n{len(set(r for v in ours.values() for r in v))} rounds; medians over rounds of each round's median (p99).")
 PY
