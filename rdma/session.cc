@@ -221,7 +221,43 @@ absl::Status Session::Reconnect(NodeId node) {
   while (cq_->Poll(absl::MakeSpan(buf)) > 0) {
   }
   qps_[node].qp.reset();
-  return ConnectTo(node);
+  absl::Status s = ConnectTo(node);
+  // ConnectTo installs a QP only on success; remember why there is none.
+  qps_[node].connect_error = s;
+  qps_[node].stand_in.reset();
+  return s;
+}
+
+absl::Status Session::NotConnectedError(NodeId node) const {
+  return absl::FailedPreconditionError(absl::StrCat("QP from node ", self_.id(), " to node ", node,
+                                                    " is not connected (last Reconnect failed: ",
+                                                    qps_[node].connect_error.ToString(),
+                                                    "); call Reconnect again once the peer is back"));
+}
+
+namespace {
+// Stands in for the QP of a peer whose Reconnect failed: Post fails with the
+// session's explanation instead of the caller dereferencing a missing QP.
+class DisconnectedQueuePair final : public QueuePair {
+ public:
+  explicit DisconnectedQueuePair(absl::Status why) : why_(std::move(why)) {}
+  uint32_t qp_num() const override { return 0; }
+  QpEndpoint endpoint() const override { return {}; }
+  QpState state() const override { return QpState::kError; }
+  absl::Status Connect(const QpEndpoint&) override { return why_; }
+  absl::Status Reset() override { return absl::OkStatus(); }
+  absl::Status Post(absl::Span<const WorkRequest>) override { return why_; }
+
+ private:
+  absl::Status why_;
+};
+}  // namespace
+
+QueuePair& Session::queue_pair(NodeId node) {
+  PeerQp& p = qps_[node];
+  if (p.qp) return *p.qp;
+  if (!p.stand_in) p.stand_in = std::make_unique<DisconnectedQueuePair>(NotConnectedError(node));
+  return *p.stand_in;
 }
 
 absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
@@ -240,6 +276,7 @@ absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
 
 absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait) {
   PeerQp& p = qps_[target];
+  if (!p.qp) return NotConnectedError(target);
   if (!p.deferred_error.ok()) return std::exchange(p.deferred_error, absl::OkStatus());
   if (wrs.size() > options_.max_send_wr) {
     return absl::InvalidArgumentError(absl::StrCat("chain of ", wrs.size(), " WRs exceeds the send queue (",

@@ -108,9 +108,14 @@ class Session {
 
   // Waits until every WR posted so far (to any node) has completed.
   absl::Status Drain();
-  // Resets the QP to `node` and connects it again (after an error).
+  // Resets the QP to `node` and connects it again (after an error). If that
+  // fails, the session keeps no QP to `node`: every later op to it fails
+  // with FailedPrecondition naming this error, until a Reconnect succeeds.
   absl::Status Reconnect(NodeId node);
-  QueuePair& queue_pair(NodeId node) { return *qps_[node].qp; }
+  // The QP to `node` (node < num_nodes()). After a failed Reconnect this is a
+  // stand-in whose Post fails with FailedPrecondition and whose state is
+  // kError, so callers never touch a missing QP.
+  QueuePair& queue_pair(NodeId node);
   // Where `node`'s registered arena lives, as learned from the Connector when
   // this session was created (lets structures place data at deterministic
   // offsets in every node's arena across processes). node < num_nodes().
@@ -133,9 +138,12 @@ class Session {
   absl::StatusOr<uint32_t> RkeyFor(RemotePtr p, size_t len) const;
   absl::Status Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait);
   absl::Status WaitFor(NodeId target, uint64_t wr_id);
+  absl::Status NotConnectedError(NodeId node) const;
 
   struct PeerQp {
-    std::unique_ptr<QueuePair> qp;
+    std::unique_ptr<QueuePair> qp;  // null only after a failed Reconnect
+    absl::Status connect_error;      // why qp is null
+    std::unique_ptr<QueuePair> stand_in;  // what queue_pair() returns then
     ArenaInfo arena;
     uint64_t last_posted = 0;     // wr_id of the last signaled WR posted
     uint64_t last_completed = 0;  // wr_id of the last signaled WR reaped

@@ -150,6 +150,33 @@ TEST(SoftNic, KilledNodeFailsOperationsWithRetryExceeded) {
   if (dead.ok()) EXPECT_FALSE((*dead)->Write64(on2, 4).ok());
 }
 
+TEST(SoftNic, FailedReconnectLeavesACleanErrorNotANullQp) {
+  auto cluster = SoftCluster(3);
+  RemotePtr on1 = *cluster->node(1).Allocate(8);
+  RemotePtr on2 = *cluster->node(2).Allocate(8);
+  auto s = cluster->NewSession(0);
+  ASSERT_TRUE(s.ok());
+  Soft(*cluster, 1).Kill();
+  EXPECT_FALSE((*s)->Write64(on1, 1).ok());
+  absl::Status rc = (*s)->Reconnect(1);
+  ASSERT_FALSE(rc.ok()) << "reconnecting to a dead node must fail";
+  // Every path to node 1 now reports the failed Reconnect instead of
+  // dereferencing the QP it no longer has.
+  for (int i = 0; i < 2; ++i) {
+    absl::Status st = (*s)->Write64(on1, 2);
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+    EXPECT_NE(st.message().find("not connected"), std::string::npos) << st;
+    EXPECT_NE(st.message().find("last Reconnect failed"), std::string::npos) << st;
+  }
+  uint64_t v = 0;
+  EXPECT_EQ(Batch(**s, 1).Read(on1, &v, 8).Execute().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*s)->queue_pair(1).state(), QpState::kError);
+  EXPECT_EQ((*s)->queue_pair(1).Post({}).code(), absl::StatusCode::kFailedPrecondition);
+  // The session and the other peers are healthy.
+  EXPECT_TRUE((*s)->Write64(on2, 3).ok());
+  EXPECT_TRUE((*s)->Drain().ok());
+}
+
 TEST(SoftNic, LatencyInjectionDelaysEveryOperation) {
   auto cluster = SoftCluster(2);
   RemotePtr w = *cluster->node(1).Allocate(8);
