@@ -37,7 +37,9 @@ void FaultInjector::MaybePauseAtomic() {
   pause_armed_ = false;
   paused_ = true;
   cv_.notify_all();
-  cv_.wait(l, [this] { return resume_; });
+  // Bounded: a test that fails before ResumeAtomic() must not hang the NIC
+  // (and with it the whole test binary) until Bazel kills it.
+  cv_.wait_for(l, kMaxAtomicPause, [this] { return resume_; });
   paused_ = false;
   resume_ = false;
 }

@@ -22,8 +22,11 @@ class FaultInjector {
   void FailNthOperation(uint64_t n);
 
   // The next NIC atomic that targets this NIC stops after reading the old
-  // value and before writing the new one, until ResumeAtomic(). This opens
-  // the window in which a CPU atomic on the same word is lost (DESIGN §3).
+  // value and before writing the new one, until ResumeAtomic() or at most
+  // kMaxAtomicPause (then it continues on its own, so a test that fails before
+  // resuming cannot hang). This opens the window in which a CPU atomic on the
+  // same word is lost (DESIGN §3).
+  static constexpr std::chrono::seconds kMaxAtomicPause{10};
   void PauseNextAtomic();
   // Blocks until an armed atomic has paused; false on timeout.
   bool WaitUntilAtomicPaused(std::chrono::milliseconds timeout);

@@ -33,7 +33,8 @@ TEST(SoftNic, NicAtomicsAreNotAtomicWithCpuAtomics) {
   Soft(*cluster, 0).faults().PauseNextAtomic();
 
   uint64_t nic_old = ~uint64_t{0};
-  std::thread remote([&] {
+  // jthread: joined even when an ASSERT below returns early (no terminate).
+  std::jthread remote([&] {
     auto s = cluster->NewSession(1);
     ASSERT_TRUE(s.ok());
     auto r = (*s)->CompareAndSwap(word, 0, 100);  // RDMA CAS 0 -> 100
@@ -55,12 +56,12 @@ TEST(SoftNic, NicAtomicsAreAtomicAmongThemselvesEvenWhenPaused) {
   auto cluster = SoftCluster(3);
   RemotePtr word = *cluster->node(0).Allocate(8);
   Soft(*cluster, 0).faults().PauseNextAtomic();
-  std::thread first([&] {
+  std::jthread first([&] {
     auto s = cluster->NewSession(1);
     ASSERT_TRUE((*s)->FetchAndAdd(word, 1).ok());
   });
   ASSERT_TRUE(Soft(*cluster, 0).faults().WaitUntilAtomicPaused(std::chrono::seconds(5)));
-  std::thread second([&] {
+  std::jthread second([&] {
     auto s = cluster->NewSession(2);
     ASSERT_TRUE((*s)->FetchAndAdd(word, 10).ok());  // waits for the NIC-side lock
   });
@@ -69,6 +70,24 @@ TEST(SoftNic, NicAtomicsAreAtomicAmongThemselvesEvenWhenPaused) {
   first.join();
   second.join();
   EXPECT_EQ(__atomic_load_n(word.local<uint64_t>(), __ATOMIC_ACQUIRE), 11u);
+}
+
+TEST(SoftNic, AnUnresumedPausedAtomicContinuesAfterTheDeadline) {
+  // A test that never calls ResumeAtomic() (say, it failed first) must not
+  // hang: the NIC gives up the pause after kMaxAtomicPause.
+  auto cluster = SoftCluster(2);
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  Soft(*cluster, 0).faults().PauseNextAtomic();
+  auto s = cluster->NewSession(1, {.completion_timeout = std::chrono::seconds(30)});
+  ASSERT_TRUE(s.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = (*s)->FetchAndAdd(word, 5);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, 0u);
+  EXPECT_EQ(__atomic_load_n(word.local<uint64_t>(), __ATOMIC_ACQUIRE), 5u);
+  EXPECT_GE(waited, soft::FaultInjector::kMaxAtomicPause - std::chrono::milliseconds(100));
+  EXPECT_LT(waited, soft::FaultInjector::kMaxAtomicPause + std::chrono::seconds(10));
 }
 
 TEST(SoftNic, MultiWordReadTearsDeterministically) {
@@ -97,9 +116,9 @@ TEST(SoftNic, MultiWordReadsTearWhenRacingAWriter) {
   constexpr int kWords = 512;
   RemotePtr buf = *cluster->node(0).Allocate(kWords * 8);
   auto* words = buf.local<uint64_t>();
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    for (uint64_t v = 1; !stop.load(std::memory_order_relaxed); v = v % 255 + 1) {
+  // Stopped through its stop_token, also when an ASSERT below returns early.
+  std::jthread writer([&](std::stop_token stop) {
+    for (uint64_t v = 1; !stop.stop_requested(); v = v % 255 + 1) {
       for (int i = 0; i < kWords; ++i) __atomic_store_n(words + i, v * 0x0101010101010101ull, __ATOMIC_RELEASE);
     }
   });
@@ -114,7 +133,7 @@ TEST(SoftNic, MultiWordReadsTearWhenRacingAWriter) {
       if (got[i] != got[0]) torn = true;
     }
   }
-  stop = true;
+  writer.request_stop();
   writer.join();
   EXPECT_TRUE(torn) << "no torn multi-word READ observed in 20 s";
 }
@@ -147,7 +166,9 @@ TEST(SoftNic, KilledNodeFailsOperationsWithRetryExceeded) {
   EXPECT_TRUE((*s)->Write64(on2, 3).ok());
   // A session living on the dead node cannot do anything.
   auto dead = cluster->NewSession(1);
-  if (dead.ok()) EXPECT_FALSE((*dead)->Write64(on2, 4).ok());
+  if (dead.ok()) {
+    EXPECT_FALSE((*dead)->Write64(on2, 4).ok());
+  }
 }
 
 TEST(SoftNic, FailedReconnectLeavesACleanErrorNotANullQp) {
