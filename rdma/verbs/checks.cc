@@ -5,7 +5,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace rdma::verbs {
 
@@ -108,6 +110,67 @@ bool IsIpv4MappedGid(const uint8_t gid[16]) {
   }
   if (gid[10] != 0xff || gid[11] != 0xff) return false;
   return (gid[12] | gid[13] | gid[14] | gid[15]) != 0;
+}
+
+namespace {
+bool IsZeroGid(const std::array<uint8_t, 16>& g) {
+  for (uint8_t b : g) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+// Auto-selection rank: higher is better, 0 = never auto-selected (v1).
+int AutoRank(const GidEntry& e) {
+  if (absl::AsciiStrToLower(e.type).find("v2") == std::string::npos) return 0;
+  const bool link_local = e.gid[0] == 0xfe && (e.gid[1] & 0xc0) == 0x80;
+  if (IsIpv4MappedGid(e.gid.data())) return 3;
+  return link_local ? 1 : 2;
+}
+}  // namespace
+
+absl::StatusOr<GidEntry> PickGid(const std::vector<GidEntry>& table, int requested_index,
+                                 absl::string_view where) {
+  std::vector<const GidEntry*> valid;
+  for (const GidEntry& e : table) {
+    if (e.index >= 0 && !IsZeroGid(e.gid)) valid.push_back(&e);
+  }
+  auto describe = [&] {
+    std::vector<std::string> parts;
+    for (const GidEntry* e : valid) parts.push_back(absl::StrCat(e->index, " ", GidToString(e->gid.data()), " (", e->type, ")"));
+    return parts.empty() ? std::string("none") : absl::StrJoin(parts, ", ");
+  };
+  if (requested_index >= 0) {
+    for (const GidEntry* e : valid) {
+      if (e->index == requested_index) return *e;
+    }
+    return absl::NotFoundError(absl::StrCat(where, " has no valid GID at index ", requested_index,
+                                            "; valid GIDs: ", describe(),
+                                            ". Use --gid-index=auto (-1) to auto-detect, or see `ibv_devinfo -v` / "
+                                            "`show_gids`"));
+  }
+  if (valid.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where,
+        " is RoCE but has no GID: give its network interface an IP address (rxe: `ip addr add ... dev <netdev>` "
+        "before `rdma link add rxe0 type rxe netdev <netdev>`)"));
+  }
+  const GidEntry* best = nullptr;
+  int best_rank = 0;
+  for (const GidEntry* e : valid) {
+    const int r = AutoRank(*e);
+    if (r > best_rank || (r == best_rank && r > 0 && e->index < best->index)) {
+      best = e;
+      best_rank = r;
+    }
+  }
+  if (best == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, " has only RoCE v1 GIDs (", describe(),
+        "). RoCE v1 is not routable and is not auto-selected: enable RoCE v2 on the NIC (mlx5: "
+        "`cma_roce_mode -d <dev> -p <port> -m 2`, or a kernel/firmware with RoCE v2), or pass --gid-index=N to "
+        "use a v1 GID on every node"));
+  }
+  return *best;
 }
 
 }  // namespace rdma::verbs

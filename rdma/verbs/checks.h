@@ -8,10 +8,13 @@
 // rdma::DeviceCaps and the process's rlimit). They live here because the
 // verbs backend owns rdma/verbs/ only; they can move to rdma/device.h later.
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "rdma/completion.h"
 #include "rdma/device.h"
@@ -48,6 +51,32 @@ absl::Status AccessToIbvFlags(uint32_t access, int* ibv_flags);
 std::string GidToString(const uint8_t gid[16]);
 // True for an IPv4-mapped GID (::ffff:a.b.c.d) with a non-zero address.
 bool IsIpv4MappedGid(const uint8_t gid[16]);
+
+// One entry of a RoCE port's GID table, as ibv_query_gid_table or sysfs
+// (ports/N/gids, gid_attrs/types) report it.
+struct GidEntry {
+  int index = -1;
+  std::array<uint8_t, 16> gid{};
+  // "RoCE v2", "RoCE v1" (ibv_gid_type names) or sysfs's "IB/RoCE v1";
+  // matched case-insensitively on "v2".
+  std::string type;
+};
+
+// The GID choice for a RoCE port, pure so it is unit-tested on the host with
+// other NICs' tables. All-zero entries are unused slots and never chosen.
+//  - requested_index >= 0: exactly that entry (any type: the user asked for
+//    it), NotFound naming the valid indices if it is absent or zero.
+//  - requested_index < 0 (auto): the lowest-index RoCE v2 entry holding an
+//    IPv4-mapped address (routable over UDP/IPv4 like every peer's), else a
+//    RoCE v2 global IPv6, else a RoCE v2 IPv6 link-local. ConnectX lists
+//    every address twice (v1 and v2), rxe only as v2.
+//  - auto with only RoCE v1 entries: FailedPrecondition. RoCE v1 is raw
+//    Ethernet (not routable, and peers choosing v2 would never talk to it), so
+//    it is never picked silently; pass --gid-index to use one anyway.
+//  - no valid entry: FailedPrecondition (the netdev has no address).
+// `where` names the port in messages ("mlx5_0 port 1").
+absl::StatusOr<GidEntry> PickGid(const std::vector<GidEntry>& table, int requested_index,
+                                 absl::string_view where);
 
 }  // namespace rdma::verbs
 

@@ -733,13 +733,6 @@ VerbsDevice* AsVerbsDevice(Device& device) { return dynamic_cast<VerbsDevice*>(&
 
 namespace {
 
-struct GidCandidate {
-  int index = -1;
-  std::array<uint8_t, 16> gid{};
-  std::string type;
-  int score = -1;
-};
-
 std::string SysfsGidType(const std::string& dev, int port, int index) {
   std::ifstream f(absl::StrCat("/sys/class/infiniband/", dev, "/ports/", port, "/gid_attrs/types/", index));
   std::string line;
@@ -756,21 +749,9 @@ std::string GidTypeName(uint32_t t) {
   return "unknown";
 }
 
-int ScoreGid(const std::array<uint8_t, 16>& gid, absl::string_view type) {
-  bool zero = true;
-  for (uint8_t b : gid) zero &= b == 0;
-  if (zero) return -1;
-  const bool v2 = absl::AsciiStrToLower(type).find("v2") != std::string::npos;
-  const bool link_local = gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80;
-  if (v2 && IsIpv4MappedGid(gid.data())) return 4;
-  if (v2 && !link_local) return 3;
-  if (v2) return 2;
-  return 1;  // RoCE v1: only if nothing else
-}
-
-// All non-zero GIDs of `port`, with their types.
-std::vector<GidCandidate> ListGids(ibv_context* ctx, const std::string& dev, int port, int table_len) {
-  std::vector<GidCandidate> out;
+// The GID table of `port` with types (zero entries included; PickGid skips them).
+std::vector<GidEntry> ListGids(ibv_context* ctx, const std::string& dev, int port, int table_len) {
+  std::vector<GidEntry> out;
   // One call for all valid GIDs (the per-index path reads sysfs, slow under
   // emulation). Keep the buffer under 64 KiB: the ioctl attribute length is
   // 16 bits and libibverbs 44 crashes on a larger one.
@@ -780,25 +761,23 @@ std::vector<GidCandidate> ListGids(ibv_context* ctx, const std::string& dev, int
     for (ssize_t i = 0; i < got; ++i) {
       const ibv_gid_entry& e = entries[i];
       if (static_cast<int>(e.port_num) != port) continue;
-      GidCandidate c;
+      GidEntry c;
       c.index = static_cast<int>(e.gid_index);
       std::memcpy(c.gid.data(), e.gid.raw, 16);
       c.type = GidTypeName(e.gid_type);
-      c.score = ScoreGid(c.gid, c.type);
-      if (c.score >= 0) out.push_back(c);
+      out.push_back(c);
     }
     return out;
   }
   for (int i = 0; i < table_len; ++i) {
     ibv_gid g{};
     if (ibv_query_gid(ctx, static_cast<uint8_t>(port), i, &g) != 0) continue;
-    GidCandidate c;
+    GidEntry c;
     c.index = i;
     std::memcpy(c.gid.data(), g.raw, 16);
     c.type = SysfsGidType(dev, port, i);
     if (c.type.empty()) c.type = "RoCE v1";
-    c.score = ScoreGid(c.gid, c.type);
-    if (c.score >= 0) out.push_back(c);
+    out.push_back(c);
   }
   return out;
 }
@@ -817,34 +796,12 @@ absl::Status ResolveGid(ibv_context* ctx, const ibv_port_attr& pa, const FabricO
     if (ibv_query_gid(ctx, static_cast<uint8_t>(info->port), 0, &g) == 0) std::memcpy(info->gid.data(), g.raw, 16);
     return absl::OkStatus();
   }
-  std::vector<GidCandidate> gids = ListGids(ctx, info->device, info->port, pa.gid_tbl_len);
-  if (options.gid_index >= 0) {
-    for (const GidCandidate& c : gids) {
-      if (c.index == options.gid_index) {
-        info->gid_index = c.index;
-        info->gid = c.gid;
-        info->gid_type = c.type;
-        return absl::OkStatus();
-      }
-    }
-    return absl::NotFoundError(absl::StrCat(info->device, " port ", info->port, " has no valid GID at index ",
-                                            options.gid_index, " (", gids.size(),
-                                            " valid GIDs; use gid_index -1 to auto-detect, or see "
-                                            "`ibv_devinfo -v` / `show_gids`)"));
-  }
-  const GidCandidate* best = nullptr;
-  for (const GidCandidate& c : gids) {
-    if (best == nullptr || c.score > best->score || (c.score == best->score && c.index < best->index)) best = &c;
-  }
-  if (best == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info->device, " port ", info->port,
-        " is RoCE but has no GID: give its network interface an IP address (rxe: `ip addr add ... dev <netdev>` "
-        "before `rdma link add rxe0 type rxe netdev <netdev>`)"));
-  }
-  info->gid_index = best->index;
-  info->gid = best->gid;
-  info->gid_type = best->type;
+  auto picked = PickGid(ListGids(ctx, info->device, info->port, pa.gid_tbl_len), options.gid_index,
+                        absl::StrCat(info->device, " port ", info->port));
+  if (!picked.ok()) return picked.status();
+  info->gid_index = picked->index;
+  info->gid = picked->gid;
+  info->gid_type = picked->type;
   return absl::OkStatus();
 }
 

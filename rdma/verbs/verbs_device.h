@@ -129,8 +129,9 @@ VerbsDevice* AsVerbsDevice(Device& device);
 
 // Picks the device and port (FabricOptions::device, empty = the first device
 // with an ACTIVE port; FabricOptions::port is tried first) and the GID
-// (FabricOptions::gid_index, -1 = auto: a RoCE v2 GID holding an IPv4-mapped
-// address, else another RoCE v2 GID, else RoCE v1; InfiniBand uses the LID).
+// (FabricOptions::gid_index; -1 = auto, see PickGid in checks.h: a RoCE v2
+// GID holding an IPv4-mapped address, else another RoCE v2 GID, never RoCE v1
+// silently; InfiniBand uses the LID).
 absl::StatusOr<PortInfo> SelectPort(const FabricOptions& options);
 
 // The largest max_inline_data (<= 1024) an RC QP on `ctx` can be created with,

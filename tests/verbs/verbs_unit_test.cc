@@ -88,6 +88,80 @@ TEST(VerbsChecks, AccessFlags) {
   EXPECT_EQ(AccessToIbvFlags(1u << 9, &f).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// ------------------------------------------------------------ GID choice
+
+GidEntry Gid(int index, const std::string& text, const std::string& type) {
+  GidEntry e;
+  e.index = index;
+  in6_addr a{};
+  EXPECT_EQ(inet_pton(AF_INET6, text.c_str(), &a), 1) << text;
+  std::memcpy(e.gid.data(), &a, 16);
+  e.type = type;
+  return e;
+}
+
+// ConnectX (mlx5) lists every address twice, RoCE v1 then v2; the auto choice
+// is the v2 entry of the first IPv4 address.
+TEST(PickGid, Mlx5TablePicksRoceV2Ipv4) {
+  const std::vector<GidEntry> t = {
+      Gid(0, "fe80::ba59:9fff:fe12:3456", "IB/RoCE v1"), Gid(1, "fe80::ba59:9fff:fe12:3456", "RoCE v2"),
+      Gid(2, "::ffff:10.0.0.5", "IB/RoCE v1"),           Gid(3, "::ffff:10.0.0.5", "RoCE v2"),
+      Gid(4, "::ffff:192.168.1.5", "IB/RoCE v1"),        Gid(5, "::ffff:192.168.1.5", "RoCE v2"),
+      Gid(6, "2001:db8::5", "IB/RoCE v1"),               Gid(7, "2001:db8::5", "RoCE v2"),
+      GidEntry{8, {}, "RoCE v2"},  // unused slot
+  };
+  auto g = PickGid(t, -1, "mlx5_0 port 1");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->index, 3);
+  EXPECT_EQ(g->type, "RoCE v2");
+  // Order in the table does not matter, the index does.
+  std::vector<GidEntry> r(t.rbegin(), t.rend());
+  EXPECT_EQ(PickGid(r, -1, "x")->index, 3);
+  // Explicit index: exactly that entry, even a v1 one.
+  EXPECT_EQ(PickGid(t, 2, "x")->index, 2);
+  EXPECT_EQ(PickGid(t, 2, "x")->type, "IB/RoCE v1");
+  absl::Status s = PickGid(t, 8, "mlx5_0 port 1").status();  // zero entry
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(s.message(), "mlx5_0 port 1")) << s;
+  EXPECT_EQ(PickGid(t, 99, "x").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(PickGid, Ipv6OnlyPrefersGlobalOverLinkLocalAndV2OverV1) {
+  const std::vector<GidEntry> t = {
+      Gid(0, "fe80::1", "IB/RoCE v1"), Gid(1, "fe80::1", "RoCE v2"),
+      Gid(2, "2001:db8::1", "IB/RoCE v1"), Gid(3, "2001:db8::1", "RoCE v2"),
+  };
+  EXPECT_EQ(PickGid(t, -1, "x")->index, 3);
+  const std::vector<GidEntry> ll = {Gid(0, "fe80::1", "IB/RoCE v1"), Gid(1, "fe80::1", "RoCE v2")};
+  EXPECT_EQ(PickGid(ll, -1, "x")->index, 1);
+}
+
+TEST(PickGid, RxeTable) {
+  // rxe: link-local first, then the netdev's IPv4, all RoCE v2.
+  const std::vector<GidEntry> t = {Gid(0, "fe80::5054:ff:fe12:3401", "RoCE v2"), Gid(1, "::ffff:10.0.2.15", "RoCE v2"),
+                                   GidEntry{2, {}, "RoCE v2"}};
+  auto g = PickGid(t, -1, "rxe0 port 1");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->index, 1);
+  EXPECT_EQ(GidToString(g->gid.data()), "0000:0000:0000:0000:0000:ffff:0a00:020f");
+}
+
+TEST(PickGid, RoceV1OnlyTableIsAClearError) {
+  const std::vector<GidEntry> t = {Gid(0, "fe80::1", "IB/RoCE v1"), Gid(1, "::ffff:10.0.0.5", "IB/RoCE v1")};
+  absl::Status s = PickGid(t, -1, "mlx4_0 port 1").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  for (const char* want : {"mlx4_0 port 1", "only RoCE v1", "--gid-index"}) {
+    EXPECT_TRUE(absl::StrContains(s.message(), want)) << want << " missing in: " << s;
+  }
+  EXPECT_EQ(PickGid(t, 1, "x")->index, 1);  // explicitly asked: allowed
+}
+
+TEST(PickGid, EmptyTableSaysGiveTheNetdevAnAddress) {
+  absl::Status s = PickGid({GidEntry{0, {}, "RoCE v2"}}, -1, "rxe0 port 1").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "IP address")) << s;
+}
+
 TEST(VerbsChecks, NoDeviceMeansNotFoundWithTheFix) {
   FabricOptions o;
   o.kind = FabricKind::kVerbs;
