@@ -32,8 +32,10 @@ class FaultInjector {
   bool WaitUntilAtomicPaused(std::chrono::milliseconds timeout);
   void ResumeAtomic();
 
-  // Called with the word index after each 8-byte word a READ or WRITE copies
-  // to or from this NIC's memory. Lets a test change memory mid-transfer.
+  // Called after each aligned 8-byte word of this NIC's memory that a READ or
+  // WRITE copies as one access, with the word's index counted from the first
+  // whole aligned word of the transfer (unaligned head/tail bytes do not
+  // count). Lets a test change memory mid-transfer.
   void SetCopyHook(std::function<void(uint64_t word_index)> hook);
 
   // Internal: used by the NIC engine.

@@ -1,5 +1,6 @@
 #include "rdma/soft/soft_nic.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -27,26 +28,42 @@ absl::string_view StateName(QpState s) {
   return "?";
 }
 
-// Copies `len` bytes the way a NIC DMA engine does: one aligned 8-byte word
-// at a time (each word single-copy atomic), bytes for unaligned edges.
-void NicCopy(void* dst, const void* src, size_t len, FaultInjector* hooks) {
-  auto d = reinterpret_cast<uintptr_t>(dst);
-  auto s = reinterpret_cast<uintptr_t>(src);
+// Moves `len` bytes between the initiator's buffer `local` and target memory
+// `remote` (to_remote: WRITE; else READ) the way a NIC DMA engine does: every
+// aligned 8-byte word of remote memory the transfer covers fully is one
+// single-copy-atomic 8-byte access (so it never tears, DESIGN §3), and only
+// the unaligned head and tail bytes are moved byte by byte. The copy hook
+// fires after each such word, numbered from 0 at the first whole word. The
+// local side has no such guarantee (it is the poster's own buffer), so it is
+// accessed with memcpy and may be misaligned.
+void NicCopy(void* local, void* remote, size_t len, bool to_remote, FaultInjector* hooks) {
+  auto* lb = static_cast<uint8_t*>(local);
+  auto* rb = static_cast<uint8_t*>(remote);
   const bool hooked = hooks != nullptr && hooks->has_copy_hook();
-  if ((d | s | len) % 8 == 0) {
-    auto* dw = reinterpret_cast<uint64_t*>(dst);
-    auto* sw = reinterpret_cast<const uint64_t*>(src);
-    for (size_t i = 0; i < len / 8; ++i) {
-      __atomic_store_n(dw + i, __atomic_load_n(sw + i, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
-      if (hooked) hooks->OnCopiedWord(i);
+  auto copy_byte = [&](size_t i) {
+    if (to_remote) {
+      __atomic_store_n(rb + i, lb[i], __ATOMIC_RELEASE);
+    } else {
+      lb[i] = __atomic_load_n(rb + i, __ATOMIC_ACQUIRE);
     }
-    return;
+  };
+  const size_t misalign = reinterpret_cast<uintptr_t>(remote) % 8;
+  const size_t head = std::min(len, misalign == 0 ? size_t{0} : 8 - misalign);
+  size_t i = 0;
+  for (; i < head; ++i) copy_byte(i);
+  for (uint64_t word = 0; len - i >= 8; i += 8, ++word) {
+    auto* rw = reinterpret_cast<uint64_t*>(rb + i);
+    uint64_t v;
+    if (to_remote) {
+      std::memcpy(&v, lb + i, 8);
+      __atomic_store_n(rw, v, __ATOMIC_RELEASE);
+    } else {
+      v = __atomic_load_n(rw, __ATOMIC_ACQUIRE);
+      std::memcpy(lb + i, &v, 8);
+    }
+    if (hooked) hooks->OnCopiedWord(word);
   }
-  auto* db = reinterpret_cast<uint8_t*>(dst);
-  auto* sb = reinterpret_cast<const uint8_t*>(src);
-  for (size_t i = 0; i < len; ++i) {
-    __atomic_store_n(db + i, __atomic_load_n(sb + i, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
-  }
+  for (; i < len; ++i) copy_byte(i);
 }
 
 }  // namespace
@@ -168,10 +185,10 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
   void* remote_buf = reinterpret_cast<void*>(static_cast<uintptr_t>(wr.remote_addr));
   switch (wr.opcode) {
     case Opcode::kRead:
-      NicCopy(local_buf, remote_buf, wr.length, &remote.faults());
+      NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/false, &remote.faults());
       break;
     case Opcode::kWrite:
-      NicCopy(remote_buf, local_buf, wr.length, &remote.faults());
+      NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/true, &remote.faults());
       break;
     case Opcode::kCompareSwap:
     case Opcode::kFetchAdd: {
@@ -189,7 +206,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
           __atomic_store_n(word, wr.swap, __ATOMIC_RELEASE);
         }
       }
-      NicCopy(local_buf, &old, 8, nullptr);
+      std::memcpy(local_buf, &old, 8);  // into the poster's own buffer
       break;
     }
   }

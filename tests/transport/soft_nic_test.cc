@@ -109,6 +109,46 @@ TEST(SoftNic, MultiWordReadTearsDeterministically) {
   for (int i = 4; i < 8; ++i) EXPECT_EQ(got[i], 2u) << i;
 }
 
+TEST(SoftNic, UnalignedTransfersCopyWholeWordsAsWords) {
+  // A 20-byte transfer at arena offset +4 covers [4, 24): 4 head bytes, then
+  // the aligned words [8, 16) and [16, 24). Each whole word is one access (the
+  // hook fires per word); only the head moves byte by byte.
+  auto cluster = SoftCluster(2);
+  RemotePtr buf = *cluster->node(0).Allocate(32);
+  auto* words = buf.local<uint64_t>();
+  auto fill = [words](uint8_t b) {
+    for (int i = 0; i < 4; ++i) __atomic_store_n(words + i, b * 0x0101010101010101ull, __ATOMIC_RELEASE);
+  };
+  fill(1);
+  std::vector<uint64_t> hooked;
+  Soft(*cluster, 0).faults().SetCopyHook([&](uint64_t index) {
+    hooked.push_back(index);
+    if (index == 0) fill(2);  // changes memory between the two words
+  });
+  auto s = cluster->NewSession(1);
+  ASSERT_TRUE(s.ok());
+  uint8_t got[20];
+  ASSERT_TRUE((*s)->Read(buf + 4, got, 20).ok());
+  EXPECT_EQ(hooked, (std::vector<uint64_t>{0, 1}));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(got[i], 1) << i;   // head + word 0
+  for (int i = 12; i < 20; ++i) EXPECT_EQ(got[i], 2) << i;  // word 1
+  // 12-byte WRITE at +12 covers [12, 24): 4 head bytes and one word; a
+  // 12-byte WRITE at +8 covers one word and 4 tail bytes.
+  hooked.clear();
+  Soft(*cluster, 0).faults().SetCopyHook([&](uint64_t index) { hooked.push_back(index); });
+  const uint8_t payload[12] = {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+  ASSERT_TRUE((*s)->Write(buf + 12, payload, 12).ok());
+  EXPECT_EQ(hooked, (std::vector<uint64_t>{0}));
+  hooked.clear();
+  ASSERT_TRUE((*s)->Write(buf + 8, payload, 12).ok());
+  EXPECT_EQ(hooked, (std::vector<uint64_t>{0}));
+  Soft(*cluster, 0).faults().SetCopyHook(nullptr);
+  EXPECT_EQ(__atomic_load_n(words + 1, __ATOMIC_ACQUIRE), 0x0909090909090909ull);
+  EXPECT_EQ(__atomic_load_n(words + 2, __ATOMIC_ACQUIRE), 0x0909090909090909ull);
+  EXPECT_EQ(__atomic_load_n(words + 0, __ATOMIC_ACQUIRE), 0x0202020202020202ull);
+  EXPECT_EQ(__atomic_load_n(words + 3, __ATOMIC_ACQUIRE), 0x0202020202020202ull);
+}
+
 TEST(SoftNic, MultiWordReadsTearWhenRacingAWriter) {
   // No hook: a CPU writer racing RDMA READs of a 4 KiB block must eventually
   // produce a READ whose words disagree. Each word is never torn itself.
