@@ -36,6 +36,13 @@ absl::StatusOr<QpEndpoint> Cluster::Connect(NodeId target, const QpEndpoint& ini
   return nodes_[target]->AcceptConnection(initiator);
 }
 
+absl::Status Cluster::Disconnect(NodeId target, const QpEndpoint& responder) {
+  if (target >= nodes_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", target, " out of range (", nodes_.size(), " nodes)"));
+  }
+  return nodes_[target]->ReleaseConnection(responder.qp_num);
+}
+
 absl::StatusOr<ArenaInfo> Cluster::Arena(NodeId node) const {
   if (node >= nodes_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("node ", node, " out of range (", nodes_.size(), " nodes)"));

@@ -37,6 +37,7 @@ class Cluster final : public Connector {
   // Connector:
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) override;
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const override;
+  absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
 
  private:
   Cluster() = default;

@@ -91,8 +91,27 @@ absl::StatusOr<QpEndpoint> Node::AcceptConnection(const QpEndpoint& initiator) {
   QpEndpoint ep = (*qp)->endpoint();
   ep.node = id_;
   std::lock_guard<std::mutex> l(mu_);
-  responder_qps_.push_back(std::move(*qp));
+  responder_qps_[ep.qp_num] = std::move(*qp);
   return ep;
+}
+
+absl::Status Node::ReleaseConnection(uint32_t responder_qp_num) {
+  std::unique_ptr<QueuePair> qp;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = responder_qps_.find(responder_qp_num);
+    if (it == responder_qps_.end()) {
+      return absl::NotFoundError(absl::StrCat("node ", id_, " holds no responder QP ", responder_qp_num));
+    }
+    qp = std::move(it->second);
+    responder_qps_.erase(it);
+  }
+  return absl::OkStatus();  // `qp` is destroyed here, outside mu_
+}
+
+size_t Node::responder_qp_count() {
+  std::lock_guard<std::mutex> l(mu_);
+  return responder_qps_.size();
 }
 
 void Node::Shutdown() {

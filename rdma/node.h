@@ -62,7 +62,15 @@ class Node {
 
   // Creates a responder QP connected to `initiator` and returns its endpoint.
   // This is what a peer's connection request reaches, in-process or via TCP.
+  // The QP lives until ReleaseConnection or Shutdown.
   absl::StatusOr<QpEndpoint> AcceptConnection(const QpEndpoint& initiator);
+  // Destroys the responder QP `responder_qp_num` (an endpoint AcceptConnection
+  // returned) once its initiator is done with it (session closed or
+  // reconnected). NotFound when this node holds no such QP (already released,
+  // or the node was shut down).
+  absl::Status ReleaseConnection(uint32_t responder_qp_num);
+  // Responder QPs currently held (diagnostics and leak tests).
+  size_t responder_qp_count();
 
   // Stops serving: responder QPs are destroyed and new connections refused
   // (Unavailable). Structures check this to fail cleanly after shutdown.
@@ -83,7 +91,7 @@ class Node {
   std::mutex mu_;  // not absl::Mutex: must be visible to TSan
   size_t next_offset_ = 0;
   absl::flat_hash_map<size_t, std::vector<uint64_t>> free_lists_;
-  std::vector<std::unique_ptr<QueuePair>> responder_qps_;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<QueuePair>> responder_qps_;  // by qp_num
 };
 
 // How a session reaches the other nodes: turns a connection request into the
@@ -96,6 +104,16 @@ class Connector {
   virtual int num_nodes() const = 0;
   virtual absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) = 0;
   virtual absl::StatusOr<ArenaInfo> Arena(NodeId node) const = 0;
+  // Tells `target` that the initiator is done with the responder QP
+  // `responder` (an endpoint Connect returned), so the target can free it.
+  // Sessions call this when they close or reconnect; errors are advisory (the
+  // target may be gone). The default does nothing, which leaks the responder
+  // QP until the target shuts down.
+  virtual absl::Status Disconnect(NodeId target, const QpEndpoint& responder) {
+    (void)target;
+    (void)responder;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace rdma

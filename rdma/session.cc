@@ -161,6 +161,18 @@ Session::Session(Node& self, Connector& peers, const SessionOptions& options)
 Session::~Session() {
   // Let in-flight WRs finish before their buffers and QPs go away.
   (void)Drain();
+  for (size_t n = 0; n < qps_.size(); ++n) {
+    qps_[n].qp.reset();
+    ReleaseResponder(static_cast<NodeId>(n));
+  }
+}
+
+void Session::ReleaseResponder(NodeId node) {
+  PeerQp& p = qps_[node];
+  if (p.responder.qp_num == 0) return;  // none held (never connected, or released)
+  // Advisory: a dead or shut-down peer has nothing left to free.
+  (void)peers_.Disconnect(node, p.responder);
+  p.responder = QpEndpoint{};
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& peers,
@@ -203,8 +215,12 @@ absl::Status Session::ConnectTo(NodeId node) {
                         absl::StrCat("connecting node ", self_.id(), " -> node ", node, ": ",
                                      theirs.status().message()));
   }
-  if (absl::Status s = (*qp)->Connect(*theirs); !s.ok()) return s;
   PeerQp& p = qps_[node];
+  p.responder = *theirs;  // ours to release from here on, even if Connect fails
+  if (absl::Status s = (*qp)->Connect(*theirs); !s.ok()) {
+    ReleaseResponder(node);
+    return s;
+  }
   p.qp = std::move(*qp);
   p.last_completed = p.last_posted;
   p.inflight.clear();
@@ -221,6 +237,7 @@ absl::Status Session::Reconnect(NodeId node) {
   while (cq_->Poll(absl::MakeSpan(buf)) > 0) {
   }
   qps_[node].qp.reset();
+  ReleaseResponder(node);  // the peer's end of the old QP
   absl::Status s = ConnectTo(node);
   // ConnectTo installs a QP only on success; remember why there is none.
   qps_[node].connect_error = s;

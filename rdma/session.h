@@ -139,11 +139,15 @@ class Session {
   absl::Status Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait);
   absl::Status WaitFor(NodeId target, uint64_t wr_id);
   absl::Status NotConnectedError(NodeId node) const;
+  void ReleaseResponder(NodeId node);
 
   struct PeerQp {
     std::unique_ptr<QueuePair> qp;  // null only after a failed Reconnect
     absl::Status connect_error;      // why qp is null
     std::unique_ptr<QueuePair> stand_in;  // what queue_pair() returns then
+    // The peer's responder end of qp, released (Connector::Disconnect) when
+    // this session reconnects or closes, so the peer does not accumulate them.
+    QpEndpoint responder;
     ArenaInfo arena;
     uint64_t last_posted = 0;     // wr_id of the last signaled WR posted
     uint64_t last_completed = 0;  // wr_id of the last signaled WR reaped

@@ -286,6 +286,32 @@ TEST_P(TransportConformance, PostWithoutWaitingSurfacesLaterAndDrains) {
   EXPECT_EQ(Batch(*s, 2).Read(w, &v, 8).PostWithoutWaiting().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(TransportConformance, ClosedAndReconnectedSessionsReleaseTheirResponderQps) {
+  // Every session holds one responder QP on every node; closing it or
+  // reconnecting must give the peer's old one back, not keep it until the
+  // peer shuts down.
+  Node& peer = cluster_->node(1);
+  const size_t idle = peer.responder_qp_count();
+  {
+    auto s = NewSession(0);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(peer.responder_qp_count(), idle + 1);
+    RemotePtr w = Alloc(1, 8);
+    for (int i = 0; i < 25; ++i) {
+      ASSERT_TRUE(s->Reconnect(1).ok());
+      ASSERT_TRUE(s->Write64(w, i).ok());
+      EXPECT_EQ(peer.responder_qp_count(), idle + 1) << "after " << i + 1 << " reconnects";
+    }
+    EXPECT_EQ(*s->Read64(w), 24u);
+  }
+  EXPECT_EQ(peer.responder_qp_count(), idle);
+  for (int i = 0; i < 25; ++i) {
+    auto s = NewSession(static_cast<NodeId>(i % 3));
+    ASSERT_NE(s, nullptr);
+  }
+  for (NodeId n = 0; n < 3; ++n) EXPECT_EQ(cluster_->node(n).responder_qp_count(), n == 1 ? idle : 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, TransportConformance, ::testing::ValuesIn(testing::BackendsUnderTest()),
                          [](const auto& info) { return info.param; });
 
