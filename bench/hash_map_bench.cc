@@ -53,6 +53,7 @@
 #include "bench/zipf.h"
 #include "benchmark/benchmark.h"
 #include "rdma/cluster.h"
+#include "rdma/verbs/flags.h"
 #include "rdma/op_counters.h"
 #include "structures/hash_map/hash_map.h"
 
@@ -76,6 +77,7 @@ constexpr size_t kTraceLen = size_t{1} << 18;
 constexpr size_t kShards = 64;
 
 rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
+rdma::verbs::DeviceFlags g_device_flags;  // --device/--port/--gid-index
 size_t g_num_keys = 100000;
 size_t g_load_percent = 25;  // of node 0's part
 
@@ -133,6 +135,7 @@ absl::Status BuildMap(Env& env) {
   rdma::ClusterOptions o;
   o.num_nodes = 2;
   o.fabric.kind = g_fabric;
+  (void)g_device_flags.Apply(&o.fabric);  // validated in main
   // Node 0 holds every key: size its part for a load factor of
   // --load_percent (default 25%).
   structures::HashMapOptions mo;
@@ -347,6 +350,11 @@ void Register(bool set_min_time) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --device/--port/--gid-index first (shared with the other programs).
+  if (absl::Status s = g_device_flags.Extract(&argc, argv); !s.ok()) {
+    fprintf(stderr, "hash_map_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   std::vector<char*> rest;
   bool user_min_time = false;
   for (int i = 0; i < argc; ++i) {
@@ -376,15 +384,26 @@ int main(int argc, char** argv) {
     } else {
       if (std::strcmp(argv[i], "--help") == 0) {
         printf(
-            "hash_map_bench [--fabric=soft|verbs|auto] [--keys=N] [--load_percent=P] [Google Benchmark flags]\n"
+            "hash_map_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--keys=N] [--load_percent=P] [Google Benchmark flags]\n"
             "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
             "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
             "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
             "--load_percent: keys / slots of the home node's part (default 25).\n");
+        fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
       }
       if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
       rest.push_back(argv[i]);
     }
+  }
+  {
+    // Device flags turn --fabric=auto into verbs and are refused with soft.
+    rdma::FabricOptions fo;
+    fo.kind = g_fabric;
+    if (absl::Status s = g_device_flags.Apply(&fo); !s.ok()) {
+      fprintf(stderr, "hash_map_bench: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    g_fabric = fo.kind;
   }
   int n = static_cast<int>(rest.size());
   Register(!user_min_time);

@@ -21,10 +21,12 @@
 
 #include "benchmark/benchmark.h"
 #include "rdma/cluster.h"
+#include "rdma/verbs/flags.h"
 
 namespace {
 
 rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
+rdma::verbs::DeviceFlags g_device_flags;  // --device/--port/--gid-index
 
 enum class Verb { kRead, kWrite, kCas, kFaa };
 
@@ -47,6 +49,7 @@ void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
   o.num_nodes = 2;
   o.node.arena_bytes = 1 << 20;
   o.fabric.kind = g_fabric;
+  (void)g_device_flags.Apply(&o.fabric);  // validated in main
   auto cluster = rdma::Cluster::Create(o);
   if (!cluster.ok()) {
     state.SkipWithError(std::string(cluster.status().message()).c_str());
@@ -105,6 +108,7 @@ void BM_WritePingPong(benchmark::State& state) {
   o.num_nodes = 2;
   o.node.arena_bytes = 1 << 20;
   o.fabric.kind = g_fabric;
+  (void)g_device_flags.Apply(&o.fabric);  // validated in main
   auto cluster = rdma::Cluster::Create(o);
   if (!cluster.ok()) {
     state.SkipWithError(std::string(cluster.status().message()).c_str());
@@ -187,6 +191,11 @@ void Register() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --device/--port/--gid-index first (shared with the other programs).
+  if (absl::Status s = g_device_flags.Extract(&argc, argv); !s.ok()) {
+    fprintf(stderr, "transport_latency: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   // Our own flag first: --fabric=soft|verbs|auto (default auto).
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
@@ -198,12 +207,23 @@ int main(int argc, char** argv) {
       }
       g_fabric = *k;
     } else if (std::strcmp(argv[i], "--help") == 0) {
-      printf("transport_latency [--fabric=soft|verbs|auto] [Google Benchmark flags]\n"
+      printf("transport_latency [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [Google Benchmark flags]\n"
              "Median/p99 latency and counts per op of READ, WRITE, CAS, FAA on loopback and remote QPs.\n");
+      fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
       rest.push_back(argv[i]);
     } else {
       rest.push_back(argv[i]);
     }
+  }
+  {
+    // Device flags turn --fabric=auto into verbs and are refused with soft.
+    rdma::FabricOptions fo;
+    fo.kind = g_fabric;
+    if (absl::Status s = g_device_flags.Apply(&fo); !s.ok()) {
+      fprintf(stderr, "transport_latency: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    g_fabric = fo.kind;
   }
   int n = static_cast<int>(rest.size());
   Register();

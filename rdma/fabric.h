@@ -20,7 +20,9 @@ struct FabricOptions {
   FabricKind kind = FabricKind::kAuto;
   // verbs: device name (e.g. "rxe0", "mlx5_0"); empty = first active device.
   std::string device;
-  int port = 1;
+  // verbs: 0 = auto (the first ACTIVE port); N >= 1 = exactly port N, and
+  // opening fails if it is absent or not ACTIVE (never another port).
+  int port = 0;
   int gid_index = -1;  // verbs: -1 = auto-detect a RoCE v2 GID
   // soft: latency added to every NIC operation (0 = none).
   std::chrono::nanoseconds soft_latency{0};

@@ -840,10 +840,20 @@ absl::StatusOr<PortInfo> SelectPort(const FabricOptions& options) {
       ibv_close_device(ctx);
       continue;
     }
+    // An explicit port is the only candidate: traffic on another port than
+    // the one asked for (another link, subnet or switch) would be a silent
+    // misconfiguration, so a missing or down port is an error.
+    const bool explicit_port = options.port > 0;
     std::vector<int> ports;
-    if (options.port >= 1 && options.port <= attr.phys_port_cnt) ports.push_back(options.port);
-    for (int p = 1; p <= attr.phys_port_cnt; ++p) {
-      if (p != options.port) ports.push_back(p);
+    if (explicit_port) {
+      if (options.port > attr.phys_port_cnt) {
+        problems.push_back(absl::StrCat(name, " has no port ", options.port, " (it has ", int{attr.phys_port_cnt},
+                                        attr.phys_port_cnt == 1 ? " port" : " ports", ")"));
+      } else {
+        ports.push_back(options.port);
+      }
+    } else {
+      for (int p = 1; p <= attr.phys_port_cnt; ++p) ports.push_back(p);
     }
     for (int p : ports) {
       ibv_port_attr pa{};
@@ -852,7 +862,7 @@ absl::StatusOr<PortInfo> SelectPort(const FabricOptions& options) {
         continue;
       }
       if (pa.state != IBV_PORT_ACTIVE) {
-        problems.push_back(absl::StrCat(name, " port ", p, " is ", PortStateName(pa.state)));
+        problems.push_back(absl::StrCat(name, " port ", p, " is ", PortStateName(pa.state), " (not ACTIVE)"));
         continue;
       }
       PortInfo info;
@@ -880,6 +890,11 @@ absl::StatusOr<PortInfo> SelectPort(const FabricOptions& options) {
       std::find(names.begin(), names.end(), options.device) == names.end()) {
     return absl::NotFoundError(absl::StrCat("no RDMA device named '", options.device,
                                             "' (found: ", absl::StrJoin(names, ", "), ")"));
+  }
+  if (options.port > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the requested RDMA port ", options.port, " is not usable: ", absl::StrJoin(problems, "; "),
+        ". Pick an ACTIVE port with --port=N (see `ibv_devinfo`), or --port=auto for the first active one"));
   }
   return absl::FailedPreconditionError(absl::StrCat("no usable RDMA port: ", absl::StrJoin(problems, "; "),
                                                     ". Bring a port up (for Soft-RoCE: the netdev must be up)"));

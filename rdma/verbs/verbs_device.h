@@ -128,7 +128,8 @@ class VerbsDevice final : public Device {
 VerbsDevice* AsVerbsDevice(Device& device);
 
 // Picks the device and port (FabricOptions::device, empty = the first device
-// with an ACTIVE port; FabricOptions::port is tried first) and the GID
+// with an ACTIVE port; FabricOptions::port 0 = the first ACTIVE port, N =
+// exactly port N, FailedPrecondition if it is absent or down) and the GID
 // (FabricOptions::gid_index; -1 = auto, see PickGid in checks.h: a RoCE v2
 // GID holding an IPv4-mapped address, else another RoCE v2 GID, never RoCE v1
 // silently; InfiniBand uses the LID).

@@ -23,6 +23,7 @@ GUEST_TESTS=(
   //tests/transport:conformance_test
   //tests/transport:error_path_test
   //tests/verbs:verbs_unit_test
+  //tests/verbs:device_flags_test
   //tests/verbs:tcp_connector_test
   //tests/verbs:two_node_test
   //tests/locks:mutual_exclusion_test

@@ -1,18 +1,32 @@
 // Prints what the verbs backend picks on this machine: device, port, GID,
 // link layer, MTU and DeviceCaps. Exit 0 on success, 1 if OpenFabric fails.
-// Usage: verbs_probe [device] [gid_index]
+// Usage: verbs_probe [--device=NAME] [--port=N] [--gid-index=N]
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "rdma/fabric.h"
 #include "rdma/verbs/checks.h"
+#include "rdma/verbs/flags.h"
 #include "rdma/verbs/verbs_fabric.h"
 
 int main(int argc, char** argv) {
   rdma::FabricOptions o;
   o.kind = rdma::FabricKind::kVerbs;
-  if (argc > 1) o.device = argv[1];
-  if (argc > 2) o.gid_index = std::atoi(argv[2]);
+  rdma::verbs::DeviceFlags flags;
+  absl::Status parsed = flags.Extract(&argc, argv);
+  if (parsed.ok() && argc > 1) {
+    if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+      std::printf("verbs_probe [--device=NAME] [--port=N] [--gid-index=N]\n%s", rdma::verbs::kDeviceFlagsHelp);
+      return 0;
+    }
+    parsed = absl::InvalidArgumentError(std::string("unknown argument '") + argv[1] + "' (see --help)");
+  }
+  if (parsed.ok()) parsed = flags.Apply(&o);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "verbs_probe: %s\n", std::string(parsed.message()).c_str());
+    return 2;
+  }
   auto fabric = rdma::verbs::OpenVerbsFabric(o);
   if (!fabric.ok()) {
     std::fprintf(stderr, "OpenVerbsFabric: %s\n", std::string(fabric.status().ToString()).c_str());

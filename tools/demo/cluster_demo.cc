@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "rdma/cluster.h"
+#include "rdma/verbs/flags.h"
 #include "tools/demo/map_demo.h"
 #include "tools/demo/measure.h"
 
@@ -100,6 +101,13 @@ absl::Status Exercise(const std::string& path, PathOps& ops, RemotePtr word, int
 int main(int argc, char** argv) {
   std::string fabric;
   int reps = 0;
+  // --device/--port/--gid-index first (shared with the other programs), so
+  // program_options sees only its own flags.
+  rdma::verbs::DeviceFlags device_flags;
+  if (absl::Status s = device_flags.Extract(&argc, argv); !s.ok()) {
+    std::cerr << "cluster_demo: " << s.message() << "\n";
+    return 2;
+  }
   po::options_description desc(
       "cluster_demo: a 3-node cluster; READ/WRITE/CAS/FAA on a word of node 0, then hash map put/get,\n"
       "over the native, loopback and remote paths, with per-op NIC operations, doorbells, round\n"
@@ -113,11 +121,11 @@ int main(int argc, char** argv) {
     po::store(po::parse_command_line(argc, argv, desc), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "cluster_demo: " << e.what() << "\n\n" << desc << "\n";
+    std::cerr << "cluster_demo: " << e.what() << "\n\n" << desc << rdma::verbs::kDeviceFlagsHelp << "\n";
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << desc << "\n";
+    std::cout << desc << rdma::verbs::kDeviceFlagsHelp << "\n";
     return 0;
   }
   auto kind = rdma::ParseFabricKind(fabric);
@@ -134,6 +142,10 @@ int main(int argc, char** argv) {
   options.num_nodes = 3;
   options.node.arena_bytes = 16 << 20;
   options.fabric.kind = *kind;
+  if (absl::Status s = device_flags.Apply(&options.fabric); !s.ok()) {
+    std::cerr << "cluster_demo: " << s.message() << "\n";
+    return 2;
+  }
   auto cluster = rdma::Cluster::Create(options);
   if (!cluster.ok()) {
     std::cerr << "cluster_demo: cannot build the cluster: " << cluster.status() << "\n";

@@ -31,6 +31,7 @@
 #include "locks/alock.h"
 #include "locks/lock.h"
 #include "rdma/cluster.h"
+#include "rdma/verbs/flags.h"
 
 namespace {
 
@@ -58,6 +59,7 @@ struct Config {
 
   locks::LockKind kind = locks::LockKind::kALock;
   rdma::FabricKind fabric_kind = rdma::FabricKind::kSoft;
+  rdma::verbs::DeviceFlags device_flags;  // --device/--port/--gid-index
 };
 
 // Log-linear latency histogram: 2^k ranges split into 32 linear sub-buckets
@@ -148,6 +150,10 @@ int Run(const Config& cfg) {
   const int64_t keys_per_node = (cfg.keys + cfg.nodes - 1) / cfg.nodes;
   co.node.arena_bytes = std::max<size_t>(size_t{16} << 20, static_cast<size_t>(keys_per_node) * 64 + (8 << 20));
   co.fabric.kind = cfg.fabric_kind;
+  if (absl::Status s = cfg.device_flags.Apply(&co.fabric); !s.ok()) {
+    std::cerr << "lock_bench: error: " << s.message() << "\n";
+    return 2;
+  }
   co.fabric.soft_latency = std::chrono::nanoseconds(cfg.nic_latency_ns);
   auto cluster_or = rdma::Cluster::Create(co);
   if (!cluster_or.ok()) {
@@ -409,6 +415,9 @@ int Run(const Config& cfg) {
 
 int main(int argc, char** argv) {
   Config cfg;
+  // --device/--port/--gid-index first (shared with the other programs), so
+  // program_options sees only its own flags.
+  if (absl::Status s = cfg.device_flags.Extract(&argc, argv); !s.ok()) return BadInput(std::string(s.message()));
   po::options_description desc(
       "lock_bench: lock-table microbenchmark (ALock paper shape).\n"
       "Keys are spread over the nodes; each operation locks a key on the thread's own node with\n"
@@ -446,7 +455,7 @@ int main(int argc, char** argv) {
     return BadInput(e.what());
   }
   if (vm.count("help")) {
-    std::cout << desc << "\nExample:\n  lock_bench --lock alock --nodes 2 --threads-per-node 2 --keys 1024 "
+    std::cout << desc << rdma::verbs::kDeviceFlagsHelp << "\nExample:\n  lock_bench --lock alock --nodes 2 --threads-per-node 2 --keys 1024 "
                          "--p-local 90 --duration 5 --output json\n";
     return 0;
   }
@@ -458,6 +467,13 @@ int main(int argc, char** argv) {
   auto fabric = rdma::ParseFabricKind(cfg.fabric);
   if (!fabric.ok()) return BadInput(absl::StrCat("--fabric: ", fabric.status().message()));
   cfg.fabric_kind = *fabric;
+  {
+    // Device flags turn --fabric=auto into verbs and are refused with soft.
+    rdma::FabricOptions fo;
+    fo.kind = cfg.fabric_kind;
+    if (absl::Status s = cfg.device_flags.Apply(&fo); !s.ok()) return BadInput(std::string(s.message()));
+    cfg.fabric_kind = fo.kind;
+  }
   if (cfg.nodes < 1 || cfg.nodes > 64) return BadInput(absl::StrCat("--nodes must be in 1..64 (got ", cfg.nodes, ")"));
   if (cfg.threads_per_node < 1 || cfg.threads_per_node > 256) {
     return BadInput(absl::StrCat("--threads-per-node must be in 1..256 (got ", cfg.threads_per_node, ")"));
