@@ -4,7 +4,85 @@
 # the real-verbs tests inside a Soft-RoCE qemu guest. Ends with the line
 # "N passed, N failed" (test targets, counted per configuration).
 #   --quick   plain configuration only, no sanitizers, no guest
+#
+# Sourcing this file defines the counting functions below without running
+# anything (tools/demo/run_tests_count_test.sh tests them on canned logs).
 set -uo pipefail
+
+passed=0
+failed=0
+failed_names=()
+
+# Counts one `bazel test --test_summary=short` run from its log $2 (label $1,
+# bazel's exit status $3) into passed / failed / failed_names. A target
+# passes only on a PASSED line. Failed targets are those the summary names;
+# if it names none but bazel failed anyway (a build error, a crash, an
+# interruption, no summary at all), the run counts as one failure: a run
+# that did not finish cleanly must never read as a pass.
+count_bazel_log() {
+  local label=$1 log=$2 rc=$3
+  local p f=0 name
+  p=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$log")
+  # Each failed target, as "<target> <status>".
+  while read -r name; do
+    failed_names+=("${label} ${name}")
+    f=$((f + 1))
+  done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" |
+           awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(FAILED|TIMEOUT|FLAKY|NO|INCOMPLETE)$/) { print $1, $i; break }}')
+  if [[ $f -eq 0 && $rc -ne 0 ]]; then
+    if grep -q '^ERROR:' "$log"; then
+      failed_names+=("${label} bazel exit ${rc} (build error, see the ERROR: lines)")
+    else
+      failed_names+=("${label} bazel exit ${rc}")
+    fi
+    f=1
+  elif [[ $f -eq 0 ]] && grep -q '^ERROR:' "$log"; then
+    failed_names+=("${label} build error")  # bazel said 0 but printed errors
+    f=1
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+# Runs the guest test script $1 and counts its final "N passed, N failed"
+# line. A missing or non-executable script, a missing summary, or a non-zero
+# exit with no failure in the summary counts as one failure: the guest tests
+# are part of the suite, so not running them is not a pass.
+run_guest() {
+  local script=$1 out rc
+  if [[ ! -f "$script" || ! -x "$script" ]]; then
+    failed=$((failed + 1))
+    failed_names+=("guest: ${script} is missing or not executable")
+    return
+  fi
+  out=$("$script" 2>&1 | tee /dev/stderr | tail -n 1; exit "${PIPESTATUS[0]}")
+  rc=$?
+  if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    if [[ ${BASH_REMATCH[2]} -gt 0 ]]; then
+      failed_names+=("guest: see the guest summary above")
+    elif [[ $rc -ne 0 ]]; then
+      failed=$((failed + 1))
+      failed_names+=("guest: ${script} exit ${rc} after reporting no failure")
+    fi
+  else
+    failed=$((failed + 1))
+    failed_names+=("guest: ${script} printed no summary (exit ${rc})")
+  fi
+}
+
+# The summary: each failure, then the last line, exactly "N passed, N failed".
+# Status 0 iff nothing failed and something passed.
+print_summary() {
+  local name
+  for name in "${failed_names[@]}"; do echo "FAILED: ${name}" >&2; done
+  echo "${passed} passed, ${failed} failed"
+  [[ $failed -eq 0 && $passed -gt 0 ]]
+}
+
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0  # sourced: functions only
+
 cd "$(dirname "$0")/.."
 quick=0
 for arg in "$@"; do
@@ -17,52 +95,25 @@ done
 
 tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
 
-passed=0
-failed=0
-failed_names=()
 start=$(date +%s)
 
 run_bazel() {  # $1 = label, rest = bazel args
   local label=$1; shift
   echo "=== bazel test ${label} ($(( $(date +%s) - start ))s elapsed)" >&2
-  local log
+  local log rc
   log=$(mktemp)
   bazel test --test_summary=short "$@" //... 2>&1 | tee "$log" | grep -E '^//|^Executed|ERROR' >&2
-  local p f=0
-  p=$(grep -cE '^//\S+\s+(\(cached\) )?PASSED' "$log")
-  # Each failed target, as "<target> <status>".
-  while read -r name; do
-    failed_names+=("${label} ${name}")
-    f=$((f + 1))
-  done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" |
-           awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(FAILED|TIMEOUT|FLAKY|NO|INCOMPLETE)$/) { print $1, $i; break }}')
-  if grep -q '^ERROR:' "$log" && [[ $f -eq 0 ]]; then  # build failure
-    failed_names+=("${label} build error")
-    f=1
-  fi
+  rc=${PIPESTATUS[0]}
+  count_bazel_log "$label" "$log" "$rc"
   rm -f "$log"
-  passed=$((passed + p))
-  failed=$((failed + f))
 }
 
 run_bazel "(default)"
 if [[ $quick -eq 0 ]]; then
   run_bazel "--config=asan" --config=asan
   run_bazel "--config=tsan" --config=tsan
-  if [[ -x tests/verbs/run_guest_tests.sh ]]; then
-    echo "=== Soft-RoCE guest tests ($(( $(date +%s) - start ))s elapsed)" >&2
-    out=$(tests/verbs/run_guest_tests.sh 2>&1 | tee /dev/stderr | tail -n 1)
-    if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-      passed=$((passed + BASH_REMATCH[1]))
-      failed=$((failed + BASH_REMATCH[2]))
-      [[ ${BASH_REMATCH[2]} -gt 0 ]] && failed_names+=("guest: see the guest summary above")
-    else
-      failed=$((failed + 1))
-      failed_names+=("guest: run_guest_tests.sh printed no summary")
-    fi
-  fi
+  echo "=== Soft-RoCE guest tests ($(( $(date +%s) - start ))s elapsed)" >&2
+  run_guest tests/verbs/run_guest_tests.sh
 fi
 echo "total time $(( $(date +%s) - start ))s" >&2
-for name in "${failed_names[@]}"; do echo "FAILED: ${name}" >&2; done
-echo "${passed} passed, ${failed} failed"
-[[ $failed -eq 0 && $passed -gt 0 ]]
+print_summary

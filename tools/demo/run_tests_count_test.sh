@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Tests tools/run_tests.sh's counting on canned bazel logs and fake guest
+# scripts, without running the suite: sourcing run_tests.sh only defines
+# count_bazel_log, run_guest and print_summary.
+# Usage (under bazel test): run_tests_count_test.sh <path to run_tests.sh>
+set -uo pipefail
+script=${1:?usage: run_tests_count_test.sh RUN_TESTS_SH}
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+fail=0
+
+# check NAME EXPECTED_LAST_LINE EXPECTED_STATUS EXPECTED_FAILED_LINES CMDS:
+# runs CMDS in a fresh shell that sourced run_tests.sh, then print_summary;
+# compares the last stdout line, the status, and the FAILED: lines (stderr).
+check() {
+  local name=$1 want_last=$2 want_status=$3 want_failed=$4 cmds=$5
+  local out err status
+  out=$(bash -c "source '$script'; $cmds; print_summary" 2>"$tmp/err")
+  status=$?
+  err=$(grep '^FAILED: ' "$tmp/err")
+  if [[ "$(tail -n 1 <<<"$out")" != "$want_last" || $status -ne $want_status ||
+        "$err" != "$want_failed" ]]; then
+    echo "FAIL: $name" >&2
+    echo "  last line: '$(tail -n 1 <<<"$out")' (want '$want_last')" >&2
+    echo "  status: $status (want $want_status)" >&2
+    echo "  FAILED lines: '$err'"$'\n'"  want: '$want_failed'" >&2
+    fail=1
+  else
+    echo "ok: $name"
+  fi
+}
+
+cat >"$tmp/clean.log" <<'LOG'
+INFO: Build completed successfully, 10 total actions
+//a:x_test                                                        PASSED in 0.1s
+//a:y_test                                               (cached) PASSED in 0.2s
+//b:z_test                                                        PASSED in 1.0s
+
+Executed 2 out of 3 tests: 3 tests pass.
+LOG
+# A server crash mid-run: some PASSED lines, then nothing (no ERROR:, no
+# summary); bazel exits 37.
+head -n 3 "$tmp/clean.log" >"$tmp/crash.log"
+: >"$tmp/empty.log"
+cat >"$tmp/failures.log" <<'LOG'
+//a:x_test                                                        PASSED in 0.1s
+//a:y_test                                                        FAILED in 0.2s
+//b:z_test                                                       TIMEOUT in 60.0s
+//b:w_test                                                     NO STATUS
+
+Executed 3 out of 4 tests: 1 test passes and 3 fail locally.
+LOG
+cat >"$tmp/builderror.log" <<'LOG'
+ERROR: /work/a/BUILD:3:8: Compiling a/x.cc failed: (Exit 1)
+INFO: Elapsed time: 1.0s
+LOG
+
+check "clean run" "3 passed, 0 failed" 0 "" \
+  "count_bazel_log '(default)' '$tmp/clean.log' 0"
+check "crash without ERROR: or status lines" "2 passed, 1 failed" 1 \
+  "FAILED: --config=asan bazel exit 37" \
+  "count_bazel_log '--config=asan' '$tmp/crash.log' 37"
+check "interrupted before any output" "0 passed, 1 failed" 1 \
+  "FAILED: (default) bazel exit 8" \
+  "count_bazel_log '(default)' '$tmp/empty.log' 8"
+check "failed targets are counted, not the exit status" "1 passed, 3 failed" 1 \
+  "FAILED: (default) //a:y_test FAILED
+FAILED: (default) //b:z_test TIMEOUT
+FAILED: (default) //b:w_test NO" \
+  "count_bazel_log '(default)' '$tmp/failures.log' 3"
+check "build error" "0 passed, 1 failed" 1 \
+  "FAILED: --config=tsan bazel exit 1 (build error, see the ERROR: lines)" \
+  "count_bazel_log '--config=tsan' '$tmp/builderror.log' 1"
+check "nothing ran" "0 passed, 0 failed" 1 "" \
+  "count_bazel_log '(default)' '$tmp/empty.log' 0"
+check "configurations add up" "5 passed, 1 failed" 1 \
+  "FAILED: --config=tsan bazel exit 37" \
+  "count_bazel_log '(default)' '$tmp/clean.log' 0
+   count_bazel_log '--config=tsan' '$tmp/crash.log' 37"
+
+# Guest script stand-ins.
+printf '#!/bin/sh\necho "== summary"\necho "4 passed, 0 failed"\n' >"$tmp/guest_ok.sh"
+printf '#!/bin/sh\necho "3 passed, 2 failed"\nexit 1\n' >"$tmp/guest_fail.sh"
+printf '#!/bin/sh\necho "4 passed, 0 failed"\nexit 1\n' >"$tmp/guest_exit.sh"
+printf '#!/bin/sh\necho "qemu: cannot start"\nexit 1\n' >"$tmp/guest_nosummary.sh"
+cp "$tmp/guest_ok.sh" "$tmp/guest_noexec.sh"
+chmod +x "$tmp/guest_ok.sh" "$tmp/guest_fail.sh" "$tmp/guest_exit.sh" "$tmp/guest_nosummary.sh"
+chmod -x "$tmp/guest_noexec.sh"
+
+check "guest ok" "7 passed, 0 failed" 0 "" \
+  "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/guest_ok.sh'"
+check "guest failures" "3 passed, 2 failed" 1 "FAILED: guest: see the guest summary above" \
+  "run_guest '$tmp/guest_fail.sh'"
+check "guest exits non-zero after 0 failed" "4 passed, 1 failed" 1 \
+  "FAILED: guest: $tmp/guest_exit.sh exit 1 after reporting no failure" \
+  "run_guest '$tmp/guest_exit.sh'"
+check "guest without summary" "3 passed, 1 failed" 1 \
+  "FAILED: guest: $tmp/guest_nosummary.sh printed no summary (exit 1)" \
+  "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/guest_nosummary.sh'"
+check "guest script missing" "3 passed, 1 failed" 1 \
+  "FAILED: guest: $tmp/no_such_guest.sh is missing or not executable" \
+  "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/no_such_guest.sh'"
+check "guest script not executable" "3 passed, 1 failed" 1 \
+  "FAILED: guest: $tmp/guest_noexec.sh is missing or not executable" \
+  "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/guest_noexec.sh'"
+
+# --help still works and runs nothing else.
+help=$(bash "$script" --help) || { echo "FAIL: --help exited non-zero" >&2; fail=1; }
+grep -q -- '--quick' <<<"$help" || { echo "FAIL: --help does not mention --quick" >&2; fail=1; }
+
+[[ $fail -eq 0 ]] && echo "PASS"
+exit $fail
