@@ -83,8 +83,20 @@ std::string IllegalReport(const Model& model, const CheckResult& result,
   const int64_t origin = TimeOrigin(ops);
   std::string out = absl::StrCat(
       "NOT LINEARIZABLE (model \"", model.name(), "\"): partition \"",
-      result.partition_label, "\", ", ops.size(), " operation(s), is the ",
-      "smallest failing one of ", result.num_partitions, " partition(s)\n");
+      result.partition_label, "\", ", ops.size(), " operation(s), ");
+  if (result.undecided_partitions == 0) {
+    absl::StrAppend(&out, "is the smallest failing one of ",
+                    result.num_partitions, " partition(s)\n");
+  } else {
+    // Partitions are checked smallest first, so the undecided ones counted
+    // here are no larger than this one and might be failing ones too.
+    absl::StrAppend(&out,
+                    "is the smallest failing partition among the decided ones "
+                    "(of ", result.num_partitions, " partition(s)); ",
+                    result.undecided_partitions,
+                    " partition(s) no larger than it were undecided (first: ",
+                    result.first_undecided, ")\n");
+  }
   if (!result.explanation.empty()) {
     absl::StrAppend(&out, "violation: ", result.explanation, "\n");
   }
@@ -158,9 +170,13 @@ absl::StatusOr<CheckResult> Check(const Model& model, const History& history,
     History ops = Materialize(history, partitions[p]);
     PartitionOutcome outcome = Decide(model, ops, options, deadline);
     if (outcome.verdict == Verdict::kOk) continue;
-    if (outcome.verdict == Verdict::kUnknown &&
-        result.verdict == Verdict::kUnknown) {
-      continue;  // keep reporting the first undecided partition
+    if (outcome.verdict == Verdict::kUnknown) {
+      if (++result.undecided_partitions == 1) {
+        result.first_undecided =
+            absl::StrCat("\"", partitions[p].label, "\": ", outcome.explanation);
+      }
+      // Keep reporting the first undecided partition.
+      if (result.verdict == Verdict::kUnknown) continue;
     }
     result.verdict = outcome.verdict;
     result.partition_label = partitions[p].label;

@@ -13,7 +13,9 @@
 // is), and the parts are decided smallest first, each by the model's fast
 // decider when it has one that applies, otherwise by the generic search
 // (search.h). The first illegal part stops the check, so an illegal verdict
-// names the smallest failing partition.
+// names the smallest failing partition among those decided: a smaller one
+// left undecided (timeout, cache bound) may be illegal too, and the report
+// says how many there were.
 
 #include <cstddef>
 #include <string>
@@ -49,9 +51,15 @@ struct CheckOptions {
 struct CheckResult {
   Verdict verdict = Verdict::kOk;
   size_t num_partitions = 0;
-  // kIllegal: the smallest failing partition. kUnknown: the first partition
-  // left undecided. Empty for kOk.
+  // kIllegal: the smallest failing partition among the decided ones.
+  // kUnknown: the first partition left undecided. Empty for kOk.
   std::string partition_label;
+  // Partitions left undecided (timeout, cache bound). For kIllegal, only those
+  // checked before the failing one (no larger than it): any of them might
+  // fail too, so the failing partition is the smallest only if this is 0.
+  size_t undecided_partitions = 0;
+  // The first undecided partition, as "<label>: <why>"; empty if none.
+  std::string first_undecided;
   History partition_ops;  // that partition's operations, by invoke time
   // Indices into partition_ops (see PartitionOutcome).
   std::vector<size_t> longest_linearization;

@@ -106,6 +106,47 @@ TEST(CheckerTest, IllegalBeatsUnknown) {
   EXPECT_EQ(result->partition_label, "key 2");
 }
 
+// A smaller partition left undecided (here by the cache bound) may be illegal
+// too, so the report must not call a larger illegal one "the smallest failing
+// one": it says how many smaller ones were undecided.
+TEST(CheckerTest, IllegalReportCountsSmallerUndecidedPartitions) {
+  GeneratorOptions options;
+  options.ops = 500;
+  options.keys = 1;
+  History history = GenerateMapHistory(options);  // key 0: needs the cache
+  // Key 2, larger than key 0's partition: a get of a value never written,
+  // before anything else on the key, so it fails at once without the cache.
+  history.push_back(Op(0, -100, -90, "get", {2}, {1, kNeverWritten}));
+  for (int i = 0; i < 600; ++i) {
+    history.push_back(Op(1, -80 + 2 * i, -79 + 2 * i, "get", {2}, {0, 0}));
+  }
+  CheckOptions check;
+  check.max_cache_bytes = 1000;
+  absl::StatusOr<CheckResult> result = Check(MapModel(), history, check);
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result->verdict, Verdict::kIllegal) << result->report;
+  EXPECT_EQ(result->partition_label, "key 2");
+  EXPECT_EQ(result->undecided_partitions, 1);
+  EXPECT_FALSE(absl::StrContains(result->report, "is the smallest failing one"))
+      << result->report;
+  EXPECT_TRUE(absl::StrContains(
+      result->report,
+      "is the smallest failing partition among the decided ones (of 2 "
+      "partition(s)); 1 partition(s) no larger than it were undecided "
+      "(first: \"key 0\": "))
+      << result->report;
+
+  // Without the cache bound every partition is decided: key 0 is legal, and
+  // key 2 is then the smallest failing one.
+  result = Check(MapModel(), history);
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result->verdict, Verdict::kIllegal) << result->report;
+  EXPECT_EQ(result->undecided_partitions, 0);
+  EXPECT_TRUE(absl::StrContains(result->report,
+                                "is the smallest failing one of 2 partition(s)"))
+      << result->report;
+}
+
 TEST(CheckerTest, ReportShowsLongestPrefixAndStuckPoint) {
   absl::StatusOr<CheckResult> result = Check(kRegister, {
       Op(0, 0, 10, "write", {1}, {}),
