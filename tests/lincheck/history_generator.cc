@@ -4,6 +4,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -251,6 +252,78 @@ int CorruptOneResult(History& history, uint64_t seed) {
       continue;
     }
     return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int CorruptWithStaleValue(History& history, uint64_t seed) {
+  // Which register or key an operation touches: -1 for the register (no key
+  // argument), the key for map operations.
+  // (Generated keys are never negative.)
+  auto target = [](const Operation& op) -> int64_t {
+    if (op.op == "read" || op.op == "write" || op.op == "cas") return -1;
+    return op.args.empty() ? -2 : op.args[0];
+  };
+  // The value `op` may store, if it may store one. A cas counts whatever its
+  // result (a pending one may still succeed), which only makes fewer values
+  // qualify as stale.
+  auto may_write = [](const Operation& op) -> std::optional<int64_t> {
+    if (op.op == "write") return op.args[0];
+    if (op.op == "cas") return op.args[1];
+    if (op.op == "put" && op.args.size() == 2) return op.args[1];
+    return std::nullopt;
+  };
+  // Whether `op` surely leaves its register or key holding something other
+  // than `v` once it returns.
+  auto overwrites = [](const Operation& op, int64_t v) {
+    if (op.pending()) return false;
+    if (op.op == "write") return op.args[0] != v;
+    if (op.op == "cas") return op.result == Values{1} && op.args[1] != v;
+    if (op.op == "put" && op.args.size() == 2) return op.args[1] != v;
+    return op.op == "erase" && op.result.size() == 2;  // map erase: absent
+  };
+  std::vector<size_t> reads;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const Operation& op = history[i];
+    if (op.pending()) continue;
+    if ((op.op == "read" && op.result.size() == 1) ||
+        (op.op == "get" && op.result.size() == 2)) {
+      reads.push_back(i);
+    }
+  }
+  Rng rng(seed);
+  std::shuffle(reads.begin(), reads.end(), rng);
+  for (size_t r : reads) {
+    Operation& read = history[r];
+    const int64_t key = target(read);
+    const int64_t current = read.op == "read" ? read.result[0] : read.result[1];
+    std::vector<size_t> writers;  // operations on the same register or key
+    for (size_t j = 0; j < history.size(); ++j) {
+      if (j != r && target(history[j]) == key && may_write(history[j])) {
+        writers.push_back(j);
+      }
+    }
+    for (size_t j = 0; j < history.size(); ++j) {  // j: the overwriting W
+      const Operation& w = history[j];
+      if (j == r || target(w) != key || !HappensBefore(w, read)) {
+        continue;
+      }
+      for (size_t k : writers) {
+        const int64_t v = *may_write(history[k]);
+        if (v == current || (key == -1 && v == 0) || !overwrites(w, v)) continue;
+        // Every operation that may write v must precede W.
+        bool all_before = true;
+        for (size_t m : writers) {
+          if (*may_write(history[m]) == v && !HappensBefore(history[m], w)) {
+            all_before = false;
+            break;
+          }
+        }
+        if (!all_before) continue;
+        read.result = read.op == "read" ? Values{v} : Values{1, v};
+        return static_cast<int>(r);
+      }
+    }
   }
   return -1;
 }

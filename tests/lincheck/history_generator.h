@@ -56,6 +56,19 @@ inline constexpr int64_t kNeverWritten = -7777;
 // boolean. Returns the operation's index, or -1 if no operation qualifies.
 int CorruptOneResult(History& history, uint64_t seed);
 
+// Changes the result of one completed read (register `read`, map `get`),
+// chosen at random, to a stale value that really was written: a value v,
+// different from the current one, such that every operation that may write v
+// (write(v), cas(_, v), put(k, v); pending ones included) returned before a
+// completed write W of another value (or an erase) on the same register or
+// key was invoked, and W returned before the read was invoked. Every
+// linearization then orders all writes of v, W, the read, in that order, so
+// the read cannot return v: the history has no linearization. Unlike
+// CorruptOneResult, the value is plausible on its own; only the order
+// exposes it. Returns the operation's index, or -1 if none qualifies
+// (queues and sets have no such reads).
+int CorruptWithStaleValue(History& history, uint64_t seed);
+
 }  // namespace lincheck
 
 #endif  // TESTS_LINCHECK_HISTORY_GENERATOR_H_

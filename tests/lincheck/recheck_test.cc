@@ -125,6 +125,48 @@ TEST(RecheckTest, IndependentCheckerAgrees) {
   EXPECT_GT(illegal, 60);
 }
 
+// The stale-value corruption is illegal by construction; the independent
+// checker must agree, on small histories with few values (so values repeat
+// and the "every write of v precedes the overwrite" condition matters).
+TEST(RecheckTest, StaleValueCorruptionsAreIllegalForBoth) {
+  const std::string python = Python();
+  if (python.empty()) GTEST_SKIP() << "python3 not available";
+  struct Kind {
+    const char* model;
+    History (*generate)(const GeneratorOptions&);
+  };
+  const Kind kinds[] = {{"register", GenerateRegisterHistory},
+                        {"map", GenerateMapHistory}};
+  std::vector<std::string> files;
+  for (const Kind& kind : kinds) {
+    std::unique_ptr<Model> model = *MakeModel(kind.model);
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      GeneratorOptions options;
+      options.seed = seed;
+      options.threads = 2 + seed % 3;
+      options.ops = 8 + seed % 20;
+      options.keys = 1 + seed % 2;
+      options.values = 3;
+      options.max_gap_ns = 1 + seed % 40;
+      options.max_latency_ns = 20 + (seed * 17) % 100;
+      options.pending_probability = seed % 4 == 0 ? 0.5 : 0;
+      History history = kind.generate(options);
+      if (CorruptWithStaleValue(history, seed) < 0) continue;
+      absl::StatusOr<CheckResult> result = Check(*model, history);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->verdict, Verdict::kIllegal) << kind.model << " seed " << seed;
+      const std::string path =
+          absl::StrCat(TempDir(), "/stale_", kind.model, "_", seed, ".jsonl");
+      ASSERT_TRUE(WriteJsonLinesFile(path, history, kind.model).ok());
+      files.push_back(path);
+    }
+  }
+  EXPECT_GT(files.size(), 30);
+  std::map<std::string, std::string> verdicts = Recheck(python, files);
+  ASSERT_EQ(verdicts.size(), files.size()) << "recheck.py did not answer for every file";
+  for (const std::string& path : files) EXPECT_EQ(verdicts[path], "illegal") << path;
+}
+
 TEST(RecheckTest, RejectsMalformedInput) {
   const std::string python = Python();
   if (python.empty()) GTEST_SKIP() << "python3 not available";
