@@ -11,10 +11,21 @@
 // Histories come from history_generator.h: each operation lasts up to 2 us
 // around its linearization point and points are ~10 ns apart, so all 8 (or 4)
 // threads are busy at once and every operation overlaps the others'.
-// Counters: verdict (0 ok, 1 illegal, 2 unknown), ops, partitions.
+// Counters: verdict (0 ok, 1 illegal, 2 unknown), ops, partitions. A
+// benchmark whose verdict is not the expected one reports an error (and no
+// time) instead of a figure: a fast wrong answer is no result.
+//
+// --self_test_wrong_verdict (first argument; for checker_benchmark_test)
+// also registers BM_SelfTestWrongVerdict, which expects "ok" from a corrupted
+// history, so its error shows that the verdict check works.
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "tests/lincheck/checker.h"
 #include "tests/lincheck/history_generator.h"
@@ -36,8 +47,9 @@ GeneratorOptions Workload(int threads, int ops, int keys, uint64_t seed) {
   return options;
 }
 
+// Checks `history` once per iteration; each verdict must be in `expected`.
 void Run(benchmark::State& state, const Model& model, const History& history,
-         const CheckOptions& options) {
+         const CheckOptions& options, std::vector<Verdict> expected) {
   CheckResult last;
   for (auto _ : state) {
     absl::StatusOr<CheckResult> result = Check(model, history, options);
@@ -46,6 +58,16 @@ void Run(benchmark::State& state, const Model& model, const History& history,
       return;
     }
     last = *std::move(result);
+    if (std::find(expected.begin(), expected.end(), last.verdict) == expected.end()) {
+      std::string want;
+      for (Verdict v : expected) {
+        absl::StrAppend(&want, want.empty() ? "" : " or ", VerdictName(v));
+      }
+      state.SkipWithError(absl::StrCat("wrong verdict: ", VerdictName(last.verdict),
+                                       ", expected ", want)
+                              .c_str());
+      return;
+    }
   }
   state.counters["verdict"] = static_cast<double>(last.verdict);
   state.counters["ops"] = static_cast<double>(history.size());
@@ -55,18 +77,22 @@ void Run(benchmark::State& state, const Model& model, const History& history,
 void BM_Map100kOps1kKeys8Threads(benchmark::State& state) {
   static const History* history =
       new History(GenerateMapHistory(Workload(8, 100000, 1000, 1)));
-  Run(state, MapModel(), *history, {});
+  Run(state, MapModel(), *history, {}, {Verdict::kOk});
 }
 BENCHMARK(BM_Map100kOps1kKeys8Threads)->Unit(benchmark::kMillisecond);
 
-// Same, with one result corrupted: the checker must find the bad key.
-void BM_Map100kOps1kKeys8ThreadsCorrupted(benchmark::State& state) {
+const History& CorruptedMap100k() {
   static const History* history = [] {
     auto* h = new History(GenerateMapHistory(Workload(8, 100000, 1000, 1)));
     CorruptOneResult(*h, 3);
     return h;
   }();
-  Run(state, MapModel(), *history, {});
+  return *history;
+}
+
+// Same, with one result corrupted: the checker must find the bad key.
+void BM_Map100kOps1kKeys8ThreadsCorrupted(benchmark::State& state) {
+  Run(state, MapModel(), CorruptedMap100k(), {}, {Verdict::kIllegal});
 }
 BENCHMARK(BM_Map100kOps1kKeys8ThreadsCorrupted)->Unit(benchmark::kMillisecond);
 
@@ -82,7 +108,8 @@ const History& Queue2000(bool corrupted) {
 }
 
 void BM_Queue2000Ops4ThreadsDecider(benchmark::State& state) {
-  Run(state, QueueModel(), Queue2000(state.range(0)), {});
+  Run(state, QueueModel(), Queue2000(state.range(0)), {},
+      {state.range(0) ? Verdict::kIllegal : Verdict::kOk});
 }
 BENCHMARK(BM_Queue2000Ops4ThreadsDecider)
     ->ArgName("corrupted")
@@ -94,7 +121,11 @@ void BM_Queue2000Ops4ThreadsGenericSearch(benchmark::State& state) {
   CheckOptions options;
   options.allow_fast_decision = false;
   options.timeout = absl::Seconds(1);
-  Run(state, QueueModel(), Queue2000(state.range(0)), options);
+  // Corrupted: illegal, or unknown when the 1 s runs out (the issue's
+  // "under 1 s, or unknown within the timeout").
+  Run(state, QueueModel(), Queue2000(state.range(0)), options,
+      state.range(0) ? std::vector<Verdict>{Verdict::kIllegal, Verdict::kUnknown}
+                     : std::vector<Verdict>{Verdict::kOk});
 }
 BENCHMARK(BM_Queue2000Ops4ThreadsGenericSearch)
     ->ArgName("corrupted")
@@ -118,7 +149,26 @@ void BM_RecorderInvokeComplete(benchmark::State& state) {
 }
 BENCHMARK(BM_RecorderInvokeComplete)->Iterations(1000000)->Threads(1)->Threads(2);
 
+// Expects "ok" from a corrupted history: must end in a "wrong verdict" error.
+void BM_SelfTestWrongVerdict(benchmark::State& state) {
+  Run(state, MapModel(), CorruptedMap100k(), {}, {Verdict::kOk});
+}
+
 }  // namespace
 }  // namespace lincheck
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "--self_test_wrong_verdict") {
+    benchmark::RegisterBenchmark("BM_SelfTestWrongVerdict",
+                                 lincheck::BM_SelfTestWrongVerdict)
+        ->Iterations(1);
+    argv[1] = argv[0];  // drop the flag
+    --argc;
+    ++argv;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
