@@ -35,9 +35,14 @@ absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global = false,
 // (`ulimit -l unlimited`, /etc/security/limits.conf memlock, LimitMEMLOCK= for
 // systemd units, or CAP_IPC_LOCK).
 absl::Status MemlockStatus(uint64_t requested_bytes, uint64_t limit_bytes);
-// The same against this process's current soft limit. Call it at start-up
-// with the total you are about to register (arena + per-thread scratch).
+// The same against this process's current soft limit; always OK for a
+// process with CAP_IPC_LOCK (the kernel exempts it). Call it at start-up with
+// the total you are about to register (arena + per-thread scratch):
+// VerbsDevice::RegisterMemory does, with everything the process has
+// registered so far plus the new region, before ibv_reg_mr.
 absl::Status CheckMemlockLimit(uint64_t requested_bytes);
+// True when this process has CAP_IPC_LOCK in its effective set.
+bool HasCapIpcLock();
 
 // ibv_wc_status (as int, so this header does not need <infiniband/verbs.h>)
 // onto the backend-neutral CompletionStatus.

@@ -310,10 +310,19 @@ int VerbsCompletionQueue::WaitNotify(absl::Span<Completion> out, Clock::time_poi
 
 namespace {
 
+// Bytes this process has registered (over all verbs devices and nodes): the
+// kernel charges every pinned page of the process against one
+// RLIMIT_MEMLOCK, so the start-up check must too.
+std::atomic<uint64_t> g_registered_bytes{0};
+
 class VerbsMemoryRegion final : public MemoryRegion {
  public:
-  VerbsMemoryRegion(ibv_mr* mr, uint32_t access) : mr_(mr), access_(access) {}
-  ~VerbsMemoryRegion() override { ibv_dereg_mr(mr_); }
+  VerbsMemoryRegion(ibv_mr* mr, uint32_t access, uint64_t charged)
+      : mr_(mr), access_(access), charged_(charged) {}
+  ~VerbsMemoryRegion() override {
+    ibv_dereg_mr(mr_);
+    g_registered_bytes.fetch_sub(charged_, std::memory_order_relaxed);
+  }
   void* addr() const override { return mr_->addr; }
   size_t length() const override { return mr_->length; }
   uint32_t lkey() const override { return mr_->lkey; }
@@ -323,6 +332,7 @@ class VerbsMemoryRegion final : public MemoryRegion {
  private:
   ibv_mr* mr_;
   uint32_t access_;
+  uint64_t charged_;  // what this MR added to g_registered_bytes
 };
 
 // ================================================================ QP
@@ -669,8 +679,21 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> VerbsDevice::RegisterMemory(void* 
   }
   int flags = 0;
   if (absl::Status s = AccessToIbvFlags(access, &flags); !s.ok()) return s;
+  // The memlock check up front, on the process's running total: the node's
+  // arena registration at start-up then fails with the limit, the size and
+  // the fix, instead of ibv_reg_mr's bare ENOMEM (or, with several nodes,
+  // a later region failing although each one alone fits).
+  const uint64_t before = g_registered_bytes.fetch_add(length, std::memory_order_relaxed);
+  if (absl::Status s = CheckMemlockLimit(before + length); !s.ok()) {
+    g_registered_bytes.fetch_sub(length, std::memory_order_relaxed);
+    if (before == 0) return s;
+    return absl::ResourceExhaustedError(absl::StrCat("registering ", length, " more bytes on ", name(),
+                                                     " with ", before, " bytes already registered by this process: ",
+                                                     s.message()));
+  }
   ibv_mr* mr = ibv_reg_mr(pd_, addr, length, flags);
   if (mr == nullptr) {
+    g_registered_bytes.fetch_sub(length, std::memory_order_relaxed);
     const int e = errno;
     std::string msg = absl::StrCat("ibv_reg_mr of ", length, " bytes on ", name(), " failed: ", ErrnoText(e));
     if (e == ENOMEM || e == EPERM || e == EAGAIN) {
@@ -687,7 +710,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> VerbsDevice::RegisterMemory(void* 
     }
     return absl::InternalError(msg);
   }
-  return std::unique_ptr<MemoryRegion>(new VerbsMemoryRegion(mr, access));
+  return std::unique_ptr<MemoryRegion>(new VerbsMemoryRegion(mr, access, length));
 }
 
 absl::StatusOr<std::unique_ptr<CompletionQueue>> VerbsDevice::CreateCompletionQueue(int depth) {

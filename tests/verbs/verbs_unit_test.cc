@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -20,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "rdma/cluster.h"
 #include "rdma/fabric.h"
 #include "rdma/verbs/checks.h"
 #include "rdma/verbs/verbs_fabric.h"
@@ -305,6 +308,86 @@ TEST_F(VerbsDeviceTest, MemlockTooLowIsResourceExhaustedWithTheFix) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << msg;
   for (const char* want : {"RESOURCE_EXHAUSTED", "64 KiB", "4 MiB", "ulimit -l unlimited", "limits.conf", "LimitMEMLOCK"}) {
+    EXPECT_TRUE(absl::StrContains(msg, want)) << want << " missing in: " << msg;
+  }
+}
+
+// Runs `body` in a child with RLIMIT_MEMLOCK = `limit` and without
+// CAP_IPC_LOCK (the guest runs as root, which is otherwise exempt). The
+// child reports (exit code, message); returns {exit code, message}.
+std::pair<int, std::string> InLowMemlockChild(rlim_t limit, const std::function<std::pair<int, std::string>()>& body) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, "pipe failed"};
+  const pid_t pid = fork();
+  if (pid < 0) return {-1, "fork failed"};
+  if (pid == 0) {
+    close(fds[0]);
+    auto report = [&](int code, const std::string& msg) {
+      (void)!write(fds[1], msg.data(), msg.size());
+      _exit(code);
+    };
+    rlimit rl{limit, limit};
+    if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) report(2, "setrlimit failed");
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct d[2] = {};
+    if (syscall(SYS_capget, &h, d) != 0) report(2, "capget failed");
+    d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+    if (syscall(SYS_capset, &h, d) != 0) report(2, "capset failed");
+    if (HasCapIpcLock()) report(2, "CAP_IPC_LOCK still effective");
+    auto [code, msg] = body();
+    report(code, msg);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return {-1, "child died: " + msg};
+  return {WEXITSTATUS(status), msg};
+}
+
+TEST_F(VerbsDeviceTest, MemlockIsCheckedBeforeRegisteringOnTheProcessTotal) {
+  // 48 KiB fits a 64 KiB limit; a second 48 KiB does not (96 KiB in total).
+  // The start-up check refuses it before ibv_reg_mr, naming the total; the
+  // kernel's own refusal (without the check) cannot know the total.
+  auto [code, msg] = InLowMemlockChild(64 << 10, [&]() -> std::pair<int, std::string> {
+    auto dev = fabric_->OpenDevice(0);
+    if (!dev.ok()) return {2, dev.status().ToString()};
+    void* a = std::aligned_alloc(4096, 48 << 10);
+    void* b = std::aligned_alloc(4096, 48 << 10);
+    auto first = (*dev)->RegisterMemory(a, 48 << 10, kLocalWrite);
+    if (!first.ok()) return {1, "first 48 KiB failed: " + first.status().ToString()};
+    auto second = (*dev)->RegisterMemory(b, 48 << 10, kLocalWrite);
+    if (second.ok()) return {1, "96 KiB registered with RLIMIT_MEMLOCK = 64 KiB"};
+    std::string m = second.status().ToString();
+    first->reset();  // released bytes no longer count: 48 KiB fits again
+    auto third = (*dev)->RegisterMemory(b, 48 << 10, kLocalWrite);
+    if (!third.ok()) return {1, "48 KiB after releasing the first failed: " + third.status().ToString()};
+    return {second.status().code() == absl::StatusCode::kResourceExhausted ? 0 : 1, m};
+  });
+  EXPECT_EQ(code, 0) << msg;
+  for (const char* want : {"RESOURCE_EXHAUSTED", "49152 bytes already registered", "96 KiB", "64 KiB",
+                           "ulimit -l unlimited"}) {
+    EXPECT_TRUE(absl::StrContains(msg, want)) << want << " missing in: " << msg;
+  }
+}
+
+TEST_F(VerbsDeviceTest, NodeStartUpChecksMemlockForItsArena) {
+  // Opening a Node registers its arena: with a 1 MiB limit, a 4 MiB arena
+  // must fail at start-up with the limit, the size and the fix.
+  auto [code, msg] = InLowMemlockChild(1 << 20, [&]() -> std::pair<int, std::string> {
+    ClusterOptions o;
+    o.num_nodes = 1;
+    o.node.arena_bytes = 4 << 20;
+    o.fabric.kind = FabricKind::kVerbs;
+    auto c = Cluster::Create(o);
+    if (c.ok()) return {1, "a 4 MiB arena was registered with RLIMIT_MEMLOCK = 1 MiB"};
+    return {c.status().code() == absl::StatusCode::kResourceExhausted ? 0 : 1, c.status().ToString()};
+  });
+  EXPECT_EQ(code, 0) << msg;
+  for (const char* want : {"RESOURCE_EXHAUSTED", "RLIMIT_MEMLOCK is 1 MiB", "ulimit -l unlimited", "limits.conf",
+                           "LimitMEMLOCK"}) {
     EXPECT_TRUE(absl::StrContains(msg, want)) << want << " missing in: " << msg;
   }
 }
