@@ -95,6 +95,7 @@ class SoftCompletionQueue final : public CompletionQueue {
   int Wait(absl::Span<Completion> out, PollMode mode, std::chrono::nanoseconds timeout) override;
 
   void Push(const Completion& c) {
+    device_->OnCompletion();
     std::lock_guard<std::mutex> l(mu_);
     completions_.push_back(c);
     cv_.notify_all();
@@ -377,6 +378,7 @@ class SoftQueuePair final : public QueuePair {
                                                          core_->max_inline, " bytes (got ", wr.length, ")"));
         }
       }
+      core_->device->OnPosted(chain);
       for (const WorkRequest& wr : chain) {
         PendingWr p{wr, {}, ready_at};
         if (wr.inline_data) {
@@ -531,6 +533,38 @@ void SoftDevice::DetachQp(QpCore* qp) {
     auto s = w.lock();
     return s == nullptr || s.get() == qp;
   });
+}
+
+void SoftDevice::OnPosted(absl::Span<const WorkRequest> chain) {
+  doorbells_.fetch_add(1, std::memory_order_relaxed);
+  wrs_posted_.fetch_add(chain.size(), std::memory_order_relaxed);
+  for (const WorkRequest& wr : chain) {
+    if (wr.signaled) signaled_wrs_.fetch_add(1, std::memory_order_relaxed);
+    if (wr.fence) fenced_wrs_.fetch_add(1, std::memory_order_relaxed);
+    if (wr.inline_data) inline_wrs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!has_post_hook_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> l(post_hook_mu_);
+  if (post_hook_) {
+    for (const WorkRequest& wr : chain) post_hook_(wr);
+  }
+}
+
+SoftNicStats SoftDevice::stats() const {
+  SoftNicStats s;
+  s.wrs_posted = wrs_posted_.load(std::memory_order_relaxed);
+  s.signaled_wrs = signaled_wrs_.load(std::memory_order_relaxed);
+  s.fenced_wrs = fenced_wrs_.load(std::memory_order_relaxed);
+  s.inline_wrs = inline_wrs_.load(std::memory_order_relaxed);
+  s.completions = completions_.load(std::memory_order_relaxed);
+  s.doorbells = doorbells_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void SoftDevice::SetPostHook(std::function<void(const WorkRequest&)> hook) {
+  std::lock_guard<std::mutex> l(post_hook_mu_);
+  has_post_hook_.store(static_cast<bool>(hook), std::memory_order_release);
+  post_hook_ = std::move(hook);
 }
 
 void SoftDevice::AddNotifyWaiter(int delta) { notify_waiters_.fetch_add(delta, std::memory_order_acq_rel); }

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -57,6 +58,25 @@ class SoftNetwork {
 
 struct SoftDeviceOptions {
   std::chrono::nanoseconds latency{0};  // added to every operation
+  // false: the device reports atomic_scope kNone (like ibv_query_device's
+  // atomic_cap IBV_ATOMIC_NONE) and rejects atomic WRs at post.
+  bool atomics = true;
+};
+
+// What a soft NIC has seen, for tests that check how the layers above use the
+// NIC (selective signaling, fences, inline data). Counts since creation;
+// compare two snapshots.
+struct SoftNicStats {
+  uint64_t wrs_posted = 0;    // WRs accepted by Post on this device's QPs
+  uint64_t signaled_wrs = 0;  // of those, with signaled set
+  uint64_t fenced_wrs = 0;    // of those, with fence set
+  uint64_t inline_wrs = 0;    // of those, with inline_data set
+  uint64_t completions = 0;   // entries delivered to this device's CQs (incl. errors, flushes)
+  uint64_t doorbells = 0;     // successful Post calls (one per chain)
+  SoftNicStats operator-(const SoftNicStats& o) const {
+    return {wrs_posted - o.wrs_posted, signaled_wrs - o.signaled_wrs, fenced_wrs - o.fenced_wrs,
+            inline_wrs - o.inline_wrs, completions - o.completions, doorbells - o.doorbells};
+  }
 };
 
 class SoftDevice final : public Device {
@@ -75,6 +95,11 @@ class SoftDevice final : public Device {
   NodeId node() const { return node_; }
   FaultInjector& faults() { return faults_; }
   void SetLatency(std::chrono::nanoseconds latency) { latency_ns_.store(latency.count()); }
+  SoftNicStats stats() const;
+  // Test hook: called (on the posting thread) with every WR this device's QPs
+  // accept, in post order, while the QP is locked: it must not call into the
+  // NIC. nullptr removes it.
+  void SetPostHook(std::function<void(const WorkRequest&)> hook);
 
   // Simulates the node dying: every QP of this device goes to the error
   // state (outstanding WRs flushed) and every operation aimed at it fails
@@ -94,6 +119,8 @@ class SoftDevice final : public Device {
   void DetachQp(QpCore* qp);
   void Doorbell();
   void AddNotifyWaiter(int delta);
+  void OnPosted(absl::Span<const WorkRequest> chain);
+  void OnCompletion() { completions_.fetch_add(1, std::memory_order_relaxed); }
   std::mutex& AtomicStripe(uint64_t addr) { return atomic_stripes_[(addr >> 3) % kAtomicStripes]; }
   std::chrono::nanoseconds latency() const { return std::chrono::nanoseconds(latency_ns_.load()); }
   SoftNetwork& network() { return *network_; }
@@ -110,6 +137,12 @@ class SoftDevice final : public Device {
   std::atomic<int> notify_waiters_{0};
   FaultInjector faults_;
   std::mutex atomic_stripes_[kAtomicStripes];
+
+  std::atomic<uint64_t> wrs_posted_{0}, signaled_wrs_{0}, fenced_wrs_{0}, inline_wrs_{0}, completions_{0},
+      doorbells_{0};
+  std::mutex post_hook_mu_;
+  std::atomic<bool> has_post_hook_{false};
+  std::function<void(const WorkRequest&)> post_hook_;
 
   std::mutex regions_mu_;
   uint32_t next_key_ = 0x1000;

@@ -1,7 +1,10 @@
 // Transport conformance: one suite, run against every backend named in
 // RDMADS_FABRICS (soft on the host; verbs inside the Soft-RoCE guest).
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -272,6 +275,29 @@ TEST_P(TransportConformance, NotifyModeDeliversCompletions) {
   RemotePtr w = Alloc(1, 8);
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(s->FetchAndAdd(w, 2).ok());
   EXPECT_EQ(*s->Read64(w), 40u);
+}
+
+// CPU time the calling thread has used.
+std::chrono::nanoseconds ThreadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+TEST_P(TransportConformance, IdleNotifyWaitSleepsInsteadOfSpinning) {
+  // kNotify exists to save CPU: an idle wait must block, not poll. Busy
+  // polling for 200 ms burns ~200 ms of this thread's CPU; the bound leaves
+  // room for slow sanitizer builds while still catching a spinning wait.
+  auto cq = cluster_->node(0).device().CreateCompletionQueue(16);
+  ASSERT_TRUE(cq.ok()) << cq.status();
+  Completion c[4];
+  const auto wall = std::chrono::steady_clock::now();
+  const auto cpu = ThreadCpuTime();
+  EXPECT_EQ((*cq)->Wait(absl::MakeSpan(c), PollMode::kNotify, std::chrono::milliseconds(200)), 0);
+  const auto cpu_used = ThreadCpuTime() - cpu;
+  EXPECT_GE(std::chrono::steady_clock::now() - wall, std::chrono::milliseconds(190)) << "returned early";
+  EXPECT_LT(cpu_used, std::chrono::milliseconds(50))
+      << "an idle 200 ms notify wait used " << cpu_used.count() / 1000 << " us of CPU";
 }
 
 TEST_P(TransportConformance, PostWithoutWaitingSurfacesLaterAndDrains) {

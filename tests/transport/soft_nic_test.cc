@@ -238,6 +238,75 @@ TEST(SoftNic, FailedReconnectLeavesACleanErrorNotANullQp) {
   EXPECT_TRUE((*s)->Drain().ok());
 }
 
+// What the NIC itself saw, not what the Session's own counters claim.
+TEST(SoftNic, SessionBatchSignalsOnlyItsLastWorkRequest) {
+  auto cluster = SoftCluster(2);
+  RemotePtr p = *cluster->node(1).Allocate(64);
+  auto s = cluster->NewSession(0);
+  ASSERT_TRUE(s.ok());
+  std::vector<WorkRequest> seen;
+  Soft(*cluster, 0).SetPostHook([&](const WorkRequest& wr) { seen.push_back(wr); });
+  const soft::SoftNicStats before = Soft(*cluster, 0).stats();
+  uint64_t r0 = 0, r1 = 0, old = 0;
+  {
+    Batch b(**s, 1);
+    b.Write64(p, 1).Write64(p + 8, 2).Read(p, &r0, 8).Read(p + 8, &r1, 8).FetchAndAdd(p + 16, 5, &old);
+    b.Write64(p + 24, 6);
+    ASSERT_TRUE(b.Execute().ok());
+  }
+  const soft::SoftNicStats d = Soft(*cluster, 0).stats() - before;
+  Soft(*cluster, 0).SetPostHook(nullptr);
+  EXPECT_EQ(d.wrs_posted, 6u);
+  EXPECT_EQ(d.doorbells, 1u);
+  EXPECT_EQ(d.signaled_wrs, 1u);
+  EXPECT_EQ(d.completions, 1u);
+  ASSERT_EQ(seen.size(), 6u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].signaled, i + 1 == seen.size()) << i;
+  EXPECT_EQ(r0, 1u);
+  EXPECT_EQ(r1, 2u);
+}
+
+TEST(SoftNic, BatchFenceMarksExactlyTheNextWorkRequest) {
+  auto cluster = SoftCluster(2);
+  RemotePtr p = *cluster->node(1).Allocate(64);
+  auto s = cluster->NewSession(0);
+  ASSERT_TRUE(s.ok());
+  std::vector<WorkRequest> seen;
+  Soft(*cluster, 0).SetPostHook([&](const WorkRequest& wr) { seen.push_back(wr); });
+  const soft::SoftNicStats before = Soft(*cluster, 0).stats();
+  uint64_t r = 0, old = 0;
+  ASSERT_TRUE(Batch(**s, 1).Write64(p, 1).Read(p, &r, 8).Fence().CompareAndSwap(p + 8, 0, 1, &old).Write64(p + 16, 2).Execute().ok());
+  Soft(*cluster, 0).SetPostHook(nullptr);
+  EXPECT_EQ((Soft(*cluster, 0).stats() - before).fenced_wrs, 1u);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_FALSE(seen[0].fence);
+  EXPECT_FALSE(seen[1].fence);
+  EXPECT_TRUE(seen[2].fence);
+  EXPECT_EQ(seen[2].opcode, Opcode::kCompareSwap);
+  EXPECT_FALSE(seen[3].fence);
+}
+
+TEST(SoftNic, SmallSessionWritesArePostedInline) {
+  auto cluster = SoftCluster(2);
+  RemotePtr p = *cluster->node(1).Allocate(4096);
+  auto s = cluster->NewSession(0);
+  ASSERT_TRUE(s.ok());
+  std::vector<WorkRequest> seen;
+  Soft(*cluster, 0).SetPostHook([&](const WorkRequest& wr) { seen.push_back(wr); });
+  const soft::SoftNicStats before = Soft(*cluster, 0).stats();
+  const char msg[] = "inline-16-bytes";  // stack memory, never registered
+  ASSERT_TRUE((*s)->Write(p, msg, sizeof msg).ok());
+  std::vector<char> big(2048, 'x');  // larger than any inline limit
+  ASSERT_TRUE((*s)->Write(p + 64, big.data(), big.size()).ok());
+  Soft(*cluster, 0).SetPostHook(nullptr);
+  EXPECT_EQ((Soft(*cluster, 0).stats() - before).inline_wrs, 1u);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].inline_data);
+  EXPECT_EQ(seen[0].length, sizeof msg);
+  EXPECT_FALSE(seen[1].inline_data);
+  EXPECT_STREQ(p.local<char>(), msg);
+}
+
 TEST(SoftNic, LatencyInjectionDelaysEveryOperation) {
   auto cluster = SoftCluster(2);
   RemotePtr w = *cluster->node(1).Allocate(8);
