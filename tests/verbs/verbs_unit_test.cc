@@ -687,6 +687,54 @@ TEST_F(VerbsQpTest, CompletionsOfADestroyedQpAreDropped) {
   EXPECT_EQ(Collect(1, milliseconds(100)).size(), 0u);
 }
 
+TEST_F(VerbsQpTest, QpConnectedToItself) {
+  // The "loopback QP connected to itself": one RC QP whose remote end
+  // is its own QP number, so it is requester and responder at once. The four
+  // verbs go in one chain; the responder executes one QP's requests in
+  // order, so the READ sees the WRITE before it without a fence.
+  auto rmr = a_->RegisterMemory(remote_, sizeof remote_, kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic);
+  ASSERT_TRUE(rmr.ok()) << rmr.status();
+  auto q = a_->CreateQueuePair(cq_.get(), {});
+  ASSERT_TRUE(q.ok()) << q.status();
+  QueuePair& qp = **q;
+  ASSERT_TRUE(qp.Connect(qp.endpoint()).ok());
+  local_[10] = 0x1234'5678'9abc'def0;
+  remote_[11] = 41;
+  remote_[12] = 100;
+  WorkRequest w[4] = {Wr(Opcode::kWrite, 1, 10), Wr(Opcode::kRead, 2, 10), Wr(Opcode::kCompareSwap, 3, 11),
+                      Wr(Opcode::kFetchAdd, 4, 12)};
+  w[1].local = &local_[13];  // READ back what the WRITE put in remote_[10]
+  w[2].compare_add = 41;
+  w[2].swap = 42;
+  w[3].compare_add = 5;
+  for (WorkRequest& x : w) x.rkey = (*rmr)->rkey();
+  ASSERT_TRUE(qp.Post(absl::MakeSpan(w, 4)).ok());
+  std::vector<Completion> got = Collect(4);
+  ASSERT_EQ(got.size(), 4u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].status, CompletionStatus::kSuccess) << "wr " << got[i].wr_id;
+    EXPECT_EQ(got[i].wr_id, i + 1);  // one QP: completions in posting order
+    EXPECT_EQ(got[i].qp_num, qp.qp_num());
+  }
+  EXPECT_EQ(remote_[10], 0x1234'5678'9abc'def0u);  // WRITE
+  EXPECT_EQ(local_[13], 0x1234'5678'9abc'def0u);   // READ saw it
+  EXPECT_EQ(local_[11], 41u);                      // CAS returned the old value
+  EXPECT_EQ(remote_[11], 42u);
+  EXPECT_EQ(local_[12], 100u);                     // FAA returned the old value
+  EXPECT_EQ(remote_[12], 105u);
+  // A failing CAS on the same QP afterwards: old value back, word unchanged.
+  WorkRequest cas = Wr(Opcode::kCompareSwap, 5, 11);
+  cas.rkey = (*rmr)->rkey();
+  cas.compare_add = 41;
+  cas.swap = 99;
+  ASSERT_TRUE(qp.Post({&cas, 1}).ok());
+  got = Collect(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(local_[11], 42u);
+  EXPECT_EQ(remote_[11], 42u);
+}
+
 TEST_F(VerbsQpTest, LoopbackOnOneContext) {
   // A QP connected to another QP of the same context (the Session's QP to its
   // own node).
