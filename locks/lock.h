@@ -98,13 +98,20 @@ struct LockInit {
 // budget is out of 1..kMaxBudget.
 absl::Status InitLock(rdma::RemotePtr lock, rdma::NodeId self, const LockInit& init);
 
+// OK when locks of `kind` can live on and be used from `node`: every kind but
+// kLocalMcs takes its lock word with NIC CAS/FAA, so a device whose atomic_cap
+// is NONE cannot run it. FailedPrecondition otherwise, naming the device.
+// `user` names who needs the lock in the message ("ALock", "HashMap", ...).
+absl::Status RequireNicAtomics(rdma::Node& node, LockKind kind, absl::string_view user);
+
 // `count` locks in consecutive lines of one node's arena. Copyable handle; the
 // memory stays until Destroy.
 class LockTable {
  public:
   LockTable() = default;
   // Allocates and initializes the locks on `node`. Call on the owning node,
-  // before any thread uses them (InitLock's rule).
+  // before any thread uses them (InitLock's rule). FailedPrecondition when the
+  // lock kind needs NIC atomics and `node`'s device has none.
   static absl::StatusOr<LockTable> Create(rdma::Node& node, size_t count, const LockInit& init);
   // Returns the memory to the node. No thread may use or hold the locks.
   void Destroy(rdma::Node& node);

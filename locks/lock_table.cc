@@ -46,8 +46,19 @@ absl::Status InitLock(rdma::RemotePtr lock, rdma::NodeId self, const LockInit& i
   return absl::OkStatus();
 }
 
+absl::Status RequireNicAtomics(rdma::Node& node, LockKind kind, absl::string_view user) {
+  if (kind == LockKind::kLocalMcs) return absl::OkStatus();  // CPU atomics only
+  if (node.device().caps().atomic_scope != rdma::DeviceCaps::AtomicScope::kNone) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device ", node.device().name(), " of node ", node.id(), " offers no RDMA atomics (atomic_cap=NONE); ",
+      std::string(user), " needs NIC CAS/FAA for its ", std::string(LockKindName(kind)),
+      " locks; use a device reporting atomic_cap HCA or GLOBAL (or the local-mcs lock, single node only)"));
+}
+
 absl::StatusOr<LockTable> LockTable::Create(rdma::Node& node, size_t count, const LockInit& init) {
   if (count == 0) return absl::InvalidArgumentError("LockTable::Create: count must be positive");
+  // Refuse at start-up rather than fail on the first remote Lock.
+  if (absl::Status s = RequireNicAtomics(node, init.kind, "LockTable"); !s.ok()) return s;
   auto base = node.Allocate(count * kLockBytes, kLockAlign);
   if (!base.ok()) return base.status();
   LockTable t;

@@ -168,8 +168,9 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
       return fail(CompletionStatus::kLocalProtectionError);
     }
   }
-  if (is_atomic && (wr.length != 8 || wr.remote_addr % 8 != 0)) {
-    return fail(CompletionStatus::kRemoteInvalidRequest);
+  if (is_atomic && (wr.length != 8 || wr.remote_addr % 8 != 0 ||
+                    remote.caps().atomic_scope == DeviceCaps::AtomicScope::kNone)) {
+    return fail(CompletionStatus::kRemoteInvalidRequest);  // the responder cannot do it
   }
   uint32_t need_remote = kRemoteRead;
   if (wr.opcode == Opcode::kWrite) need_remote = kRemoteWrite;
@@ -369,6 +370,10 @@ class SoftQueuePair final : public QueuePair {
       }
       for (const WorkRequest& wr : chain) {
         const bool atomic = wr.opcode == Opcode::kCompareSwap || wr.opcode == Opcode::kFetchAdd;
+        if (atomic && core_->device->caps().atomic_scope == DeviceCaps::AtomicScope::kNone) {
+          return absl::InvalidArgumentError(absl::StrCat("atomic WR ", wr.wr_id, ": device ", core_->device->name(),
+                                                         " offers no RDMA atomics (atomic_cap=NONE)"));
+        }
         if (atomic && (wr.length != 8 || wr.remote_addr % 8 != 0)) {
           // As rxe and mlx5 do at ibv_post_send (EINVAL): nothing is posted.
           return absl::InvalidArgumentError(absl::StrCat("atomic WR ", wr.wr_id, " needs length 8 and an 8-byte aligned remote address"));
@@ -442,7 +447,7 @@ std::shared_ptr<QpCore> SoftNetwork::FindQp(uint32_t qp_num) {
 
 SoftDevice::SoftDevice(NodeId node, std::shared_ptr<SoftNetwork> network, const SoftDeviceOptions& options)
     : node_(node), network_(std::move(network)), latency_ns_(options.latency.count()) {
-  caps_.atomic_scope = DeviceCaps::AtomicScope::kHca;
+  caps_.atomic_scope = options.atomics ? DeviceCaps::AtomicScope::kHca : DeviceCaps::AtomicScope::kNone;
   caps_.max_inline_data = 256;
   caps_.max_send_wr = 16384;
   caps_.max_mr_size = uint64_t{1} << 40;
@@ -548,6 +553,10 @@ void SoftDevice::OnPosted(absl::Span<const WorkRequest> chain) {
   if (post_hook_) {
     for (const WorkRequest& wr : chain) post_hook_(wr);
   }
+}
+
+void SoftDevice::SetAtomicsSupported(bool supported) {
+  caps_.atomic_scope = supported ? DeviceCaps::AtomicScope::kHca : DeviceCaps::AtomicScope::kNone;
 }
 
 SoftNicStats SoftDevice::stats() const {

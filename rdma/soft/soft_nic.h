@@ -96,6 +96,10 @@ class SoftDevice final : public Device {
   FaultInjector& faults() { return faults_; }
   void SetLatency(std::chrono::nanoseconds latency) { latency_ns_.store(latency.count()); }
   SoftNicStats stats() const;
+  // Test knob: whether this device reports and executes RDMA atomics (see
+  // SoftDeviceOptions::atomics). Call before anything reads caps() (before
+  // creating sessions, locks or structures on any node of the fabric).
+  void SetAtomicsSupported(bool supported);
   // Test hook: called (on the posting thread) with every WR this device's QPs
   // accept, in post order, while the QP is locked: it must not call into the
   // NIC. nullptr removes it.

@@ -268,6 +268,9 @@ class HashMap {
     if (node.is_shut_down()) {
       return absl::FailedPreconditionError(absl::StrCat("HashMap: node ", node.id(), " is shut down"));
     }
+    // Every group is guarded by an ALock taken with NIC atomics by remote
+    // clients: refuse a device without them now, not on the first remote op.
+    if (absl::Status s = locks::RequireNicAtomics(node, locks::LockKind::kALock, "HashMap"); !s.ok()) return s;
     auto base = node.Allocate(PartBytes(o.groups_per_node), 64);
     if (!base.ok()) {
       return absl::Status(base.status().code(),

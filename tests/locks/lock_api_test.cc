@@ -279,5 +279,26 @@ TEST_F(LockApiTest, ALockRemoteWaitsForANativeHolderThenEntersAfterIt) {
   EXPECT_EQ(stats.peterson_fast[1], 0u);
 }
 
+// Start-up refuses to put NIC-atomic locks on a device without RDMA atomics.
+TEST_F(LockApiTest, LockTableRefusesADeviceWithoutRdmaAtomics) {
+  rdma::soft::AsSoftDevice(cluster_->node(1).device())->SetAtomicsSupported(false);
+  for (LockKind kind : {LockKind::kALock, LockKind::kRdmaSpin, LockKind::kRdmaMcs}) {
+    auto t = LockTable::Create(cluster_->node(1), 4, {kind, {}});
+    ASSERT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << LockKindName(kind) << ": " << t.status();
+    EXPECT_NE(t.status().message().find("device soft1"), std::string::npos) << t.status();
+    EXPECT_NE(t.status().message().find("atomic_cap=NONE"), std::string::npos) << t.status();
+    EXPECT_NE(t.status().message().find("CAS"), std::string::npos) << t.status();
+  }
+  // CPU-only locks and devices with atomics are unaffected.
+  EXPECT_TRUE(LockTable::Create(cluster_->node(1), 4, {LockKind::kLocalMcs, {}}).ok());
+  EXPECT_TRUE(LockTable::Create(cluster_->node(0), 4, {LockKind::kALock, {}}).ok());
+  // And the device itself rejects atomic WRs, as verbs would.
+  auto s = Session(0);
+  RemotePtr w = *cluster_->node(0).Allocate(8);
+  rdma::soft::AsSoftDevice(cluster_->node(0).device())->SetAtomicsSupported(false);
+  EXPECT_EQ(s->FetchAndAdd(w, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(s->Write64(w, 1).ok());
+}
+
 }  // namespace
 }  // namespace locks

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "rdma/cluster.h"
 #include "rdma/op_counters.h"
+#include "rdma/soft/soft_nic.h"
 #include "structures/hash_map/hash_map.h"
 #include "tests/transport/backends.h"
 
@@ -421,6 +422,25 @@ TEST_P(HashMapTest, OperationCosts) {
   EXPECT_LE(big_put.round_trips, 4u);
   EXPECT_EQ(big_get.nic_ops, 1u);
   EXPECT_EQ(big_get.round_trips, 1u);
+}
+
+// Start-up refuses a device without RDMA atomics (soft NIC configured like an
+// ibv device reporting atomic_cap NONE) instead of failing on the first remote
+// lock.
+TEST(HashMapAtomics, CreateRefusesADeviceWithoutRdmaAtomics) {
+  auto cluster = rdma::testing::MakeCluster("soft", 2);
+  ASSERT_NE(cluster, nullptr);
+  rdma::soft::AsSoftDevice(cluster->node(1).device())->SetAtomicsSupported(false);
+  auto map = HashMap<uint64_t>::Create(*cluster, Groups(4));
+  ASSERT_EQ(map.status().code(), absl::StatusCode::kFailedPrecondition) << map.status();
+  EXPECT_NE(map.status().message().find("device soft1"), std::string::npos) << map.status();
+  EXPECT_NE(map.status().message().find("atomic_cap=NONE"), std::string::npos) << map.status();
+  auto part = HashMap<uint64_t>::CreateLocalPart(cluster->node(1), 2, Groups(4));
+  EXPECT_EQ(part.status().code(), absl::StatusCode::kFailedPrecondition) << part.status();
+  // Node 0's device has atomics, so its own part is fine.
+  auto ok = HashMap<uint64_t>::CreateLocalPart(cluster->node(0), 2, Groups(4));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ok->DestroyLocalPart(cluster->node(0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HashMapTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
