@@ -1,10 +1,18 @@
 #!/bin/bash
 # Smoke self-test for tools/rxe_vm/rxe_run (about 1-2 minutes under TCG).
-#   tools/rxe_vm/selftest.sh [extra rxe_run options, e.g. --accel tcg]
+#   tools/rxe_vm/selftest.sh [--quick] [extra rxe_run options, e.g. --accel tcg]
+# --quick: only the runner's own contract, about 40 s under TCG (run by
+#   tests/verbs/run_guest_tests.sh before the guest tests): exit-code
+#   propagation (one and two guests), the two-guest environment, stdout/stderr
+#   separation, and --timeout -> exit 124 with no process left behind (no
+#   qemu, and nothing at all in rxe_run's session: its tail/sed log pumps
+#   included). Skips ibv_devinfo/perftest and the two-guest ib_write_lat.
 # Prints "N passed, M failed" and exits nonzero if anything failed.
 set -u -o pipefail
 DIR=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 RUN=$DIR/rxe_run
+QUICK=0
+if [ "${1:-}" = --quick ]; then QUICK=1; shift; fi
 EXTRA=("$@")
 LOG=$(mktemp -d "${TMPDIR:-/tmp}/rxe_selftest.XXXXXX")
 PASS=0 FAIL=0
@@ -17,15 +25,31 @@ check() {  # name, then a command that must succeed
   if "$@"; then ok "$name"; else bad "$name"; fi
 }
 has() { grep -q -- "$2" "$1"; }
-# run NAME [rxe_run args...]: stdout -> $LOG/NAME.out, stderr -> $LOG/NAME.err, rc -> RC
+# run NAME [rxe_run args...]: stdout -> $LOG/NAME.out, stderr -> $LOG/NAME.err,
+# rc -> RC, and LEFT = the processes still in rxe_run's session 3 s after it
+# exited (rxe_run runs as a session leader, so its pid is the session id and
+# every child it forks, qemu and log pumps included, stays in that session
+# unless it calls setsid itself).
+CUR=""
+trap '[ -n "$CUR" ] && kill -TERM "$CUR" 2>/dev/null; exit 130' INT TERM
 run() {
   local name=$1; shift
-  local t=$SECONDS
+  local t=$SECONDS i
   echo "----- $name: rxe_run $*" >&2
-  "$RUN" "${EXTRA[@]}" "$@" >"$LOG/$name.out" 2>"$LOG/$name.err"
+  setsid "$RUN" "${EXTRA[@]}" "$@" >"$LOG/$name.out" 2>"$LOG/$name.err" </dev/null &
+  CUR=$!
+  wait "$CUR"
   RC=$?
+  for i in $(seq 30); do
+    LEFT=$(ps -eo pid=,sid=,args= | awk -v s="$CUR" '$2 == s')
+    [ -z "$LEFT" ] && break
+    sleep 0.1
+  done
+  CUR=""
   echo "      rc=$RC in $((SECONDS - t))s; $(grep -o 'boot time[^;]*' "$LOG/$name.err" | head -2 | tr '\n' ' ')" >&2
+  [ -n "$LEFT" ] && echo "      left in rxe_run's session: $LEFT" >&2
 }
+nothing_left() { [ -z "$LEFT" ]; }
 qemu_pids_gone() {  # every "qemu pid N" that rxe_run announced is gone
   local p
   for p in $(grep -o 'qemu pid [0-9]*' "$1" | awk '{print $3}'); do
@@ -35,6 +59,7 @@ qemu_pids_gone() {  # every "qemu pid N" that rxe_run announced is gone
 }
 perf_ok() { grep -qE "^perftest $2 mode=loopback bytes=[0-9]+ iters=200 .*median_us=[0-9.]+ .*p99_us=[0-9.]+" "$1"; }
 
+if [ $QUICK = 0 ]; then
 # (a) + (b): one guest: device attributes, environment, perftest loopback.
 run single --env RXE_SELFTEST=hello -- bash -c '
   echo "=== env"; echo "selftest=$RXE_SELFTEST node=$RXE_NODE_ID self=$RXE_SELF_IP peer=$RXE_PEER_IP pwd=$PWD memlock=$(ulimit -l)"
@@ -71,29 +96,41 @@ check "(c) ib_write_lat client (guest 1) reports" grep -qE '^\[guest1\] +8 +200 
 check "(c) ib_write_lat server (guest 0) reports" grep -qE '^\[guest0\] +8 +200 +[0-9.]+' "$LOG/pair.out"
 awk '/^\[guest1\] +8 +200 / {print "      two-guest ib_write_lat: t_typical=" $6 "us p99=" $9 "us"}' "$LOG/pair.out"
 
+fi
+
 # (d) exit codes and stdout/stderr separation.
 run exit7 -- sh -c 'echo to-stdout; echo to-stderr >&2; exit 7'
 check "(d) exit 7 propagates as 7" [ "$RC" = 7 ]
 check "(d) stdout goes to stdout" has "$LOG/exit7.out" "^to-stdout$"
 check "(d) stderr goes to stderr" has "$LOG/exit7.err" "^to-stderr$"
 check "(d) stderr not on stdout" bash -c "! grep -q to-stderr '$LOG/exit7.out'"
-run exit2g --two-guests -- sh -c 'exit $((RXE_NODE_ID * 5))'
+check "(d) nothing left after a normal exit" nothing_left
+run exit2g --two-guests -- sh -c 'echo "node=$RXE_NODE_ID n=$RXE_NUM_NODES self=$RXE_SELF_IP peer=$RXE_PEER_IP"; exit $((RXE_NODE_ID * 5))'
 check "(d) two guests: guest 1 'exit 5' gives 5" [ "$RC" = 5 ]
+check "(d) two guests: guest 0 env" has "$LOG/exit2g.out" "^\[guest0\] node=0 n=2 self=10.0.0.1 peer=10.0.0.2$"
+check "(d) two guests: guest 1 env" has "$LOG/exit2g.out" "^\[guest1\] node=1 n=2 self=10.0.0.2 peer=10.0.0.1$"
+check "(d) nothing left after a two-guest run" nothing_left
 
-# (d) timeout: qemu killed, exit 124, nothing left behind.
+# (d) timeout: qemu killed, exit 124, nothing left behind. --quick uses 10 s
+# (a single-guest boot takes ~5 s under TCG; in two guests the timeout may
+# fire during the boot, which must clean up just as well).
+TO=15
+[ $QUICK = 1 ] && TO=10
 t=$SECONDS
-run timeout --timeout 15 --keep-workdir -- sh -c 'echo sleeping; sleep 600'
+run timeout --timeout $TO --keep-workdir -- sh -c 'echo sleeping; sleep 600'
 el=$((SECONDS - t))
 check "(d) timeout exits 124" [ "$RC" = 124 ]
-check "(d) timeout fires on time (${el}s for --timeout 15)" [ "$el" -le 25 ]
+check "(d) timeout fires on time (${el}s for --timeout $TO)" [ "$el" -le $((TO + 10)) ]
 check "(d) timeout message printed" has "$LOG/timeout.err" "TIMEOUT"
 check "(d) output before the timeout is kept" has "$LOG/timeout.out" "^sleeping$"
 check "(d) no qemu left behind after timeout" qemu_pids_gone "$LOG/timeout.err"
+check "(d) nothing left in rxe_run's session after timeout" nothing_left
 W=$(grep -o 'work dir kept: .*' "$LOG/timeout.err" | sed 's/work dir kept: //')
 [ -n "$W" ] && rm -rf "$W"
-run timeout2g --two-guests --timeout 15 -- sleep 600
+run timeout2g --two-guests --timeout $TO -- sleep 600
 check "(d) two-guest timeout exits 124" [ "$RC" = 124 ]
 check "(d) no qemu left behind after two-guest timeout" qemu_pids_gone "$LOG/timeout2g.err"
+check "(d) nothing left in rxe_run's session after two-guest timeout" nothing_left
 
 echo
 echo "$PASS passed, $FAIL failed ($((SECONDS - T0))s; logs in $LOG)"
