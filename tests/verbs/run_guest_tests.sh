@@ -10,11 +10,22 @@
 #      per guest: RXE_NUM_NODES=2, RXE_NODE_ID, RXE_SELF_IP, RXE_PEER_IP),
 #   4. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if
 #      everything passed.
+# Before the boots it runs `tools/rxe_vm/selftest.sh --quick` (~40 s), so the
+# runner's own contract (exit codes, timeout -> 124 with nothing left behind,
+# the two-guest environment) is checked wherever the guest tests run; it
+# counts as one more PASS/FAIL line.
 #
-# Usage: tests/verbs/run_guest_tests.sh [--no-build] [--single-only|--two-only] [--keep-log]
-# Env:   RDMADS_GUEST_TEST_TIMEOUT  per-binary limit in the guest (default 300 s)
+# Time bound: the guest part (selftest + both boots, not the build) has ONE
+# deadline, RDMADS_GUEST_DEADLINE (default 1200 s, the CI limit). Each
+# rxe_run gets only what is left of it as --timeout, and each binary at most
+# that too; a boot that cannot start in time, or is cut by the deadline, fails
+# its binaries with a line saying so. The summary prints the guest part's
+# total time.
+#
+# Usage: tests/verbs/run_guest_tests.sh [--no-build] [--single-only|--two-only] [--no-selftest] [--keep-log]
+# Env:   RDMADS_GUEST_DEADLINE      limit for the whole guest part (default 1200 s)
+#        RDMADS_GUEST_TEST_TIMEOUT  per-binary limit in the guest (default 300 s, capped by the deadline)
 #        RDMADS_BAZEL_FLAGS         extra flags for bazel build/info (e.g. --config=asan)
-#        RXE_RUN_TIMEOUT            whole-boot limit per rxe_run (default 1200 s)
 set -u -o pipefail
 
 # ---- Adding a test binary is one line here: its Bazel label. ---------------
@@ -43,14 +54,15 @@ ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 cd "$ROOT" || exit 2
 RXE_RUN=$ROOT/tools/rxe_vm/rxe_run
 EXEC=$ROOT/tests/verbs/guest_exec.sh
-BUILD=1 SINGLE=1 TWO=1 KEEP=0
+BUILD=1 SINGLE=1 TWO=1 KEEP=0 SELFTEST=1
 for a in "$@"; do
   case $a in
     --no-build) BUILD=0 ;;
+    --no-selftest) SELFTEST=0 ;;
     --single-only) TWO=0 ;;
     --two-only) SINGLE=0 ;;
     --keep-log) KEEP=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run_guest_tests.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -80,6 +92,17 @@ BIN=$(bazel info "${BAZEL_FLAGS[@]}" bazel-bin 2>/dev/null) || { echo "run_guest
 LOG=$(mktemp "${TMPDIR:-/tmp}/rdmads_guest_tests.XXXXXX")
 PASSED=0 FAILED=0
 SUMMARY=()
+
+# ---- the guest part's one deadline (starts here, after the build)
+DEADLINE_S=${RDMADS_GUEST_DEADLINE:-1200}
+[[ $DEADLINE_S =~ ^[0-9]+$ && $DEADLINE_S -gt 0 ]] || { echo "run_guest_tests.sh: bad RDMADS_GUEST_DEADLINE" >&2; exit 2; }
+PER_TEST=${RDMADS_GUEST_TEST_TIMEOUT:-300}
+G0=$(date +%s.%N)
+GUEST_END=$(( $(date +%s) + DEADLINE_S ))
+OVER=0  # set when the deadline cut or prevented something
+left_s() { echo $(( GUEST_END - $(date +%s) )); }
+# Below this many seconds a boot is not started (it could not even boot).
+MIN_BOOT_S=30
 
 # Parses the markers of one run from $1 (log file) with line prefix $2
 # ("" or "[guestN] ") and guest label $3; appends to SUMMARY.
@@ -120,17 +143,32 @@ parse_run() {
 
 run_guest() {  # $1 = single|two, rest = labels
   local mode=$1; shift
-  local specs=() l t0 rc
+  local specs=() l t0 rc left per
   EXPECTED=()
   for l in "$@"; do specs+=("$(label_name "$l")=$(label_path "$l")"); EXPECTED+=("$(label_name "$l")"); done
-  local args=(--timeout "${RXE_RUN_TIMEOUT:-1200}" --env RDMADS_FABRICS=verbs --env RDMADS_REQUIRE_VERBS=1
-              --env "RDMADS_GUEST_TEST_TIMEOUT=${RDMADS_GUEST_TEST_TIMEOUT:-300}")
+  left=$(left_s)
+  if [ "$left" -lt $MIN_BOOT_S ]; then
+    OVER=1
+    echo "== $mode-guest boot NOT started: only ${left} s left of the ${DEADLINE_S} s guest deadline"
+    for l in "${EXPECTED[@]}"; do
+      FAILED=$((FAILED + 1))
+      SUMMARY+=("$(printf '%-4s %-36s %-8s not run: guest deadline (%s s) exhausted' FAIL "$l" "$mode" "$DEADLINE_S")")
+    done
+    return
+  fi
+  per=$(( PER_TEST < left ? PER_TEST : left ))
+  local args=(--timeout "$left" --env RDMADS_FABRICS=verbs --env RDMADS_REQUIRE_VERBS=1
+              --env "RDMADS_GUEST_TEST_TIMEOUT=$per")
   [ "$mode" = two ] && args+=(--two-guests)
-  echo "== $mode-guest boot: ${EXPECTED[*]}"
+  echo "== $mode-guest boot (${left} s left of the guest deadline): ${EXPECTED[*]}"
   t0=$(date +%s.%N)
   "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}" 2>&1 | tee "$LOG"
   rc=${PIPESTATUS[0]}
   echo "== $mode-guest run took $(secs_since "$t0") s (rxe_run exit $rc)"
+  if [ "$rc" = 124 ]; then
+    OVER=1
+    echo "== FAIL: the $mode-guest boot was killed at the guest part's deadline (${DEADLINE_S} s in total)"
+  fi
   if [ "$mode" = two ]; then
     parse_run "$LOG" "[guest0] " guest0
     parse_run "$LOG" "[guest1] " guest1
@@ -140,12 +178,34 @@ run_guest() {  # $1 = single|two, rest = labels
   if [ $KEEP = 1 ]; then cp "$LOG" "$LOG.$mode"; echo "== log kept: $LOG.$mode"; fi
 }
 
+# The runner's own contract first (fast subset of its self-test), within the
+# same deadline; at most 120 s so a hung selftest leaves time for the tests.
+if [ $SELFTEST = 1 ]; then
+  st=$(( $(left_s) < 120 ? $(left_s) : 120 ))
+  echo "== rxe_run selftest --quick (limit ${st} s)"
+  t0=$(date +%s.%N)
+  timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick 2>&1 | sed 's/^/   /'
+  rc=${PIPESTATUS[0]}
+  el=$(secs_since "$t0")
+  why=""
+  [ "$rc" = 124 ] && why="  (killed after ${st} s)"
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && why="  (exit $rc)"
+  if [ "$rc" = 0 ]; then PASSED=$((PASSED + 1)); v=PASS; else FAILED=$((FAILED + 1)); v=FAIL; fi
+  SUMMARY+=("$(printf '%-4s %-36s %-8s %17s  %6.1f s%s' $v tools.rxe_vm.selftest--quick host "" "$el" "$why")")
+fi
 [ $SINGLE = 1 ] && [ ${#GUEST_TESTS[@]} -gt 0 ] && run_guest single "${GUEST_TESTS[@]}"
 [ $TWO = 1 ] && [ ${#TWO_GUEST_TESTS[@]} -gt 0 ] && run_guest two "${TWO_GUEST_TESTS[@]}"
 rm -f "$LOG"
+GUEST_TOTAL=$(secs_since "$G0")
+if [ "$(left_s)" -lt 0 ] || [ $OVER = 1 ]; then
+  OVER=1
+  FAILED=$((FAILED + 1))
+  SUMMARY+=("$(printf 'FAIL %-36s %-8s guest part took %s s, over its %s s deadline' guest-deadline all "$GUEST_TOTAL" "$DEADLINE_S")")
+fi
 
 echo
 echo "== guest test summary (total $(secs_since "$T0") s)"
 for s in "${SUMMARY[@]}"; do echo "$s"; done
+echo "== guest part: ${GUEST_TOTAL} s of its ${DEADLINE_S} s deadline (RDMADS_GUEST_DEADLINE)$([ $OVER = 1 ] && echo ' -- EXCEEDED')"
 echo "$PASSED passed, $FAILED failed"
 [ $FAILED = 0 ]
