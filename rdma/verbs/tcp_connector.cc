@@ -28,7 +28,7 @@ constexpr size_t kRequestBytes = 64;
 constexpr size_t kReplyBytes = 256;
 constexpr size_t kMessageOffset = 64;
 
-enum MsgType : uint32_t { kConnect = 1, kArena = 2, kBarrier = 3 };
+enum MsgType : uint32_t { kConnect = 1, kArena = 2, kBarrier = 3, kDisconnect = 4 };
 
 std::string ErrnoText(int e) { return absl::StrCat(std::strerror(e), " (errno ", e, ")"); }
 
@@ -326,6 +326,12 @@ void TcpConnector::HandleClient(int fd) {
         }
         break;
       }
+      case kDisconnect:
+        if (absl::Status st = local_.ReleaseConnection(req->endpoint.qp_num); !st.ok()) {
+          reply.code = st.code();
+          reply.message = std::string(st.message());
+        }
+        break;
       case kArena:
         reply.arena = local_.arena_info();
         break;
@@ -417,6 +423,22 @@ absl::StatusOr<QpEndpoint> TcpConnector::Connect(NodeId target, const QpEndpoint
   auto reply = Call(target, req, Clock::now() + options_.connect_timeout);
   if (!reply.ok()) return reply.status();
   return reply->endpoint;
+}
+
+absl::Status TcpConnector::Disconnect(NodeId target, const QpEndpoint& responder) {
+  if (target >= num_nodes_) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", target, " out of range (", num_nodes_, " nodes)"));
+  }
+  if (target == local_.id()) return local_.ReleaseConnection(responder.qp_num);
+  Request req;
+  req.type = kDisconnect;
+  req.from = local_.id();
+  req.target = target;
+  req.endpoint = responder;
+  // Advisory and called from Session teardown: a peer that is gone must not
+  // hold the caller for the whole connect_timeout.
+  auto reply = Call(target, req, Clock::now() + std::min<Clock::duration>(options_.connect_timeout, kDisconnectConnectTimeout));
+  return reply.ok() ? absl::OkStatus() : reply.status();
 }
 
 absl::StatusOr<ArenaInfo> TcpConnector::Arena(NodeId node) const {

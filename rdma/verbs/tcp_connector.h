@@ -15,6 +15,9 @@
 //            reply, so the initiator can Connect its side and post at once)
 //   ARENA    -> local Node::arena_info()
 //   BARRIER  id -> records that the sender reached barrier `id`
+//   DISCONNECT responder QpEndpoint -> local Node::ReleaseConnection (the
+//            initiator's session closed or reconnected); NotFound if the
+//            node holds no such QP
 // Requests to the local node itself never touch TCP. Connecting retries
 // (every 100 ms) for up to connect_timeout while a peer is still booting;
 // reads and writes time out after io_timeout. Errors name the peer, its
@@ -76,6 +79,12 @@ class TcpConnector final : public Connector {
   int num_nodes() const override { return num_nodes_; }
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) override;
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const override;
+  // Releases `responder` (an endpoint Connect returned) on `target`: the
+  // target destroys that responder QP. Tries to reach the target for at most
+  // kDisconnectConnectTimeout (it may have exited already); errors are
+  // advisory, as Connector::Disconnect says.
+  absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
+  static constexpr std::chrono::milliseconds kDisconnectConnectTimeout{2000};
 
   // Returns once every node has called Barrier(id) (each tells every other
   // one). DeadlineExceeded naming the missing nodes after `timeout`.

@@ -87,6 +87,50 @@ TEST_F(TcpConnectorTest, SessionOverTcpReachesBothNodes) {
   EXPECT_EQ(*(*s)->CompareAndSwap(mine, 0, 5), 0u);
 }
 
+TEST_F(TcpConnectorTest, DisconnectReleasesTheResponderQp) {
+  StartBoth();
+  const size_t before = nodes_[1]->responder_qp_count();
+  // Directly: Connect creates a responder on node 1, Disconnect destroys it.
+  auto dev = fabric_->OpenDevice(0);
+  ASSERT_TRUE(dev.ok());
+  auto cq = (*dev)->CreateCompletionQueue(4);
+  ASSERT_TRUE(cq.ok());
+  auto qp = (*dev)->CreateQueuePair(cq->get(), {});
+  ASSERT_TRUE(qp.ok());
+  auto responder = conns_[0]->Connect(1, (*qp)->endpoint());
+  ASSERT_TRUE(responder.ok()) << responder.status();
+  EXPECT_EQ(nodes_[1]->responder_qp_count(), before + 1);
+  ASSERT_TRUE(conns_[0]->Disconnect(1, *responder).ok());
+  EXPECT_EQ(nodes_[1]->responder_qp_count(), before);
+  absl::Status again = conns_[0]->Disconnect(1, *responder);
+  EXPECT_EQ(again.code(), absl::StatusCode::kNotFound) << again;
+  EXPECT_TRUE(absl::StrContains(again.message(), "node 1 at 127.0.0.1")) << again;
+  qp->reset();
+  // Through a Session: closing it releases its responders on both nodes
+  // (node 0 over TCP, its own node 1 locally).
+  const size_t before0 = nodes_[0]->responder_qp_count();
+  {
+    auto s = Session::Create(*nodes_[1], *conns_[1]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    RemotePtr w = *nodes_[0]->Allocate(8);
+    ASSERT_TRUE((*s)->Write64(w, 1).ok());
+    EXPECT_GT(nodes_[0]->responder_qp_count(), before0);
+  }
+  EXPECT_EQ(nodes_[0]->responder_qp_count(), before0);
+  EXPECT_EQ(nodes_[1]->responder_qp_count(), before);
+}
+
+TEST_F(TcpConnectorTest, DisconnectFromAGonePeerIsQuick) {
+  StartBoth();
+  QpEndpoint ep;
+  ep.qp_num = 12345;
+  conns_[1].reset();  // node 1's server is gone: connection refused
+  const auto t0 = Clock::now();
+  absl::Status s = conns_[0]->Disconnect(1, ep);
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(Clock::now() - t0, TcpConnector::kDisconnectConnectTimeout + milliseconds(1500)) << s;
+}
+
 TEST_F(TcpConnectorTest, BarrierWaitsForEveryNode) {
   StartBoth();
   absl::Status late;
