@@ -1,7 +1,8 @@
 // Latency of the transport's own one-sided verbs, one op in flight, on the
 // loopback and remote paths. Reports median and p99 per op (µs) and the
 // hardware-independent counts per op. On rxe0 (inside tools/rxe_vm) these are
-// compared with perftest's ib_*_lat on the same device (bench/README.md).
+// compared with perftest's ib_*_lat on the same device by
+// bench/latency_vs_perftest.sh (bench/README.md).
 //
 // pingpong/WRITE measures WRITE latency the way perftest's ib_write_lat does:
 // two sides take turns WRITing a counter into each other's memory, each
