@@ -10,8 +10,8 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
-#include "absl/types/span.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "rdma/device.h"
 #include "rdma/node.h"
 #include "rdma/op_counters.h"
