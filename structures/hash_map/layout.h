@@ -258,6 +258,25 @@ struct Lookup {
 //    slot that held the same key (ABA) and the state and checksum from the
 //    new insert, so it can accept the insert before that key word lands, and
 //    a later reader that missed the key would contradict it.)
+//  * Byte-torn words (Soft-RoCE: rxe copies WRITE and READ payloads with a
+//    kernel memcpy, byte by byte under TCG, so a CPU load racing a NIC WRITE,
+//    or a READ racing a CPU store, can see an aligned word half old, half
+//    new; tests/verbs/README.md "rxe torn WRITE"). The argument above still
+//    holds when "a word landed" means "every byte that the write changes in
+//    it has landed", because each byte is stored once per write and loads of
+//    one byte are coherent:
+//    - Found: a reader whose state and checksum words equal T's saw every
+//      byte T changes in them (unchanged bytes read the same either way), so
+//      it read after LP(T), and a later reader cannot see the older tuple.
+//      A mix of bytes from several writes matches its checksum only by the
+//      same ~2^-64 accident as a mix of words.
+//    - Absent: "occupied" is bit 0 of the state word's lowest byte, and one
+//      byte is never torn. An overwrite keeps that bit 1 in every byte mix
+//      of its old and new state, so a slot occupied by k throughout the read
+//      never looks empty; an erase clears it with the byte that is its LP.
+//    So only a checksum-verified slot is ever trusted, and tearing at any
+//    granularity makes a reader retry, never answer wrongly. (Locks have no
+//    checksum; they handle torn words themselves, see locks/README.md.)
 //  * Under the group lock (writers, and a reader's lock fallback) no one else
 //    writes the group, so every word read is the current one (writers pass
 //    verify = false).
