@@ -31,15 +31,26 @@ absl::string_view AtomicScopeName(DeviceCaps::AtomicScope s) {
   return "?";
 }
 
+namespace {
+
+soft::SoftDeviceOptions SoftOptionsOf(const FabricOptions& options) {
+  soft::SoftDeviceOptions o;
+  o.latency = options.soft_latency;
+  o.byte_granular_copies = options.soft_byte_granular_copies;
+  return o;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Fabric>> OpenFabric(const FabricOptions& options) {
   switch (options.kind) {
     case FabricKind::kSoft:
-      return std::unique_ptr<Fabric>(new soft::SoftFabric(soft::SoftDeviceOptions{options.soft_latency}));
+      return std::unique_ptr<Fabric>(new soft::SoftFabric(SoftOptionsOf(options)));
     case FabricKind::kVerbs:
       return verbs::OpenVerbsFabric(options);
     case FabricKind::kAuto: {
       if (verbs::AnyVerbsDevice()) return verbs::OpenVerbsFabric(options);
-      return std::unique_ptr<Fabric>(new soft::SoftFabric(soft::SoftDeviceOptions{options.soft_latency}));
+      return std::unique_ptr<Fabric>(new soft::SoftFabric(SoftOptionsOf(options)));
     }
   }
   return absl::InvalidArgumentError("bad fabric kind");

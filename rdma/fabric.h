@@ -26,6 +26,10 @@ struct FabricOptions {
   int gid_index = -1;  // verbs: -1 = auto-detect a RoCE v2 GID
   // soft: latency added to every NIC operation (0 = none).
   std::chrono::nanoseconds soft_latency{0};
+  // soft: copy READ/WRITE payloads one byte at a time, so an aligned 8-byte
+  // word can tear against CPU accesses, as on Soft-RoCE (rxe) (see
+  // SoftDeviceOptions::byte_granular_copies). Default off: DESIGN §3.
+  bool soft_byte_granular_copies = false;
 };
 
 // A backend: the factory for devices. One per process is typical. With the

@@ -35,14 +35,16 @@ class FaultInjector {
   // Called after each aligned 8-byte word of this NIC's memory that a READ or
   // WRITE copies as one access, with the word's index counted from the first
   // whole aligned word of the transfer (unaligned head/tail bytes do not
-  // count). Lets a test change memory mid-transfer.
+  // count). Lets a test change memory mid-transfer. On a device with
+  // byte_granular_copies it is called after every byte instead, with the
+  // byte's offset in the transfer (0 = first byte).
   void SetCopyHook(std::function<void(uint64_t word_index)> hook);
 
   // Internal: used by the NIC engine.
   bool ShouldFailNextOperation();
   void MaybePauseAtomic();
   bool has_copy_hook() const { return has_copy_hook_.load(std::memory_order_acquire); }
-  void OnCopiedWord(uint64_t index);
+  void OnCopiedWord(uint64_t index);  // also per byte in byte-granular mode
 
  private:
   std::atomic<uint64_t> fail_countdown_{0};

@@ -36,17 +36,34 @@ absl::string_view StateName(QpState s) {
 // fires after each such word, numbered from 0 at the first whole word. The
 // local side has no such guarantee (it is the poster's own buffer), so it is
 // accessed with memcpy and may be misaligned.
-void NicCopy(void* local, void* remote, size_t len, bool to_remote, FaultInjector* hooks) {
+//
+// With `byte_granular` (SoftDeviceOptions::byte_granular_copies) every byte
+// is its own atomic access, in ascending order, and the hook fires after each
+// byte with its offset: rxe's memcpy, which can tear an aligned word.
+// Release/acquire per byte (rather than relaxed) keeps the happens-before
+// edge the word mode gives: a CPU thread that acquire-loads a word and sees
+// the first byte of a WRITE also sees what the poster wrote before posting,
+// so TSan does not report the protocol data behind a lock word as racing.
+void NicCopy(void* local, void* remote, size_t len, bool to_remote, bool byte_granular,
+             FaultInjector* hooks) {
   auto* lb = static_cast<uint8_t*>(local);
   auto* rb = static_cast<uint8_t*>(remote);
   const bool hooked = hooks != nullptr && hooks->has_copy_hook();
   auto copy_byte = [&](size_t i) {
+    std::atomic_ref<uint8_t> r(rb[i]);
     if (to_remote) {
-      __atomic_store_n(rb + i, lb[i], __ATOMIC_RELEASE);
+      r.store(lb[i], std::memory_order_release);
     } else {
-      lb[i] = __atomic_load_n(rb + i, __ATOMIC_ACQUIRE);
+      lb[i] = r.load(std::memory_order_acquire);
     }
   };
+  if (byte_granular) {
+    for (size_t i = 0; i < len; ++i) {
+      copy_byte(i);
+      if (hooked) hooks->OnCopiedWord(i);
+    }
+    return;
+  }
   const size_t misalign = reinterpret_cast<uintptr_t>(remote) % 8;
   const size_t head = std::min(len, misalign == 0 ? size_t{0} : 8 - misalign);
   size_t i = 0;
@@ -187,10 +204,12 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
   void* remote_buf = reinterpret_cast<void*>(static_cast<uintptr_t>(wr.remote_addr));
   switch (wr.opcode) {
     case Opcode::kRead:
-      NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/false, &remote.faults());
+      NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/false, remote.byte_granular_copies(),
+              &remote.faults());
       break;
     case Opcode::kWrite:
-      NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/true, &remote.faults());
+      NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/true, remote.byte_granular_copies(),
+              &remote.faults());
       break;
     case Opcode::kCompareSwap:
     case Opcode::kFetchAdd: {
@@ -446,7 +465,10 @@ std::shared_ptr<QpCore> SoftNetwork::FindQp(uint32_t qp_num) {
 // ------------------------------------------------------------ SoftDevice
 
 SoftDevice::SoftDevice(NodeId node, std::shared_ptr<SoftNetwork> network, const SoftDeviceOptions& options)
-    : node_(node), network_(std::move(network)), latency_ns_(options.latency.count()) {
+    : node_(node),
+      network_(std::move(network)),
+      latency_ns_(options.latency.count()),
+      byte_granular_copies_(options.byte_granular_copies) {
   caps_.atomic_scope = options.atomics ? DeviceCaps::AtomicScope::kHca : DeviceCaps::AtomicScope::kNone;
   caps_.max_inline_data = 256;
   caps_.max_send_wr = 16384;

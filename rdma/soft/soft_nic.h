@@ -16,7 +16,9 @@
 //    striped NIC-side lock around read-compute-write); they are NOT atomic
 //    with CPU atomics on the same word.
 //  * READ/WRITE move memory 8 bytes at a time (single-copy atomic per aligned
-//    word, like PCIe), so multi-word transfers can tear.
+//    word, like PCIe), so multi-word transfers can tear. Opt-in
+//    SoftDeviceOptions::byte_granular_copies drops the per-word atomicity to
+//    emulate Soft-RoCE (rxe).
 //  * Fences are honoured trivially: execution per QP is already sequential.
 
 #include <atomic>
@@ -61,6 +63,28 @@ struct SoftDeviceOptions {
   // false: the device reports atomic_scope kNone (like ibv_query_device's
   // atomic_cap IBV_ATOMIC_NONE) and rejects atomic WRs at post.
   bool atomics = true;
+  // Emulates Soft-RoCE (rxe), which places READ and WRITE payloads with a
+  // kernel memcpy that can run a byte at a time (tests/verbs/README.md, "rxe
+  // torn WRITE"). When true, this device, as the responder, copies every READ
+  // and WRITE payload one byte at a time, in ascending address order, each
+  // byte one atomic 1-byte access (release store into target memory for a
+  // WRITE, acquire load from it for a READ; atomic so the race with CPU
+  // accesses stays defined and TSan-clean). Contract in this mode:
+  //  * An aligned 8-byte word is NOT single-copy atomic against CPU loads and
+  //    stores: a CPU load racing a WRITE can see some bytes new and the rest
+  //    old, and a READ racing a CPU store can return such a mix. This breaks
+  //    DESIGN §3's word atomicity on purpose; code must tolerate it to be
+  //    correct on rxe.
+  //  * Each byte is still never torn, and the bytes of one transfer land in
+  //    ascending address order (rxe's memcpy gives no order guarantee; code
+  //    must not rely on this one either).
+  //  * NIC atomics (CAS, fetch-and-add) are unchanged: 8-byte atomic among
+  //    NIC atomics of this device.
+  //  * The copy hook (FaultInjector::SetCopyHook) fires after every byte, with
+  //    the byte's index in the transfer, instead of after every word, so a
+  //    test can stop a WRITE between the bytes of one word.
+  // Default false: aligned words are single-copy atomic (DESIGN §3).
+  bool byte_granular_copies = false;
 };
 
 // What a soft NIC has seen, for tests that check how the layers above use the
@@ -100,6 +124,11 @@ class SoftDevice final : public Device {
   // SoftDeviceOptions::atomics). Call before anything reads caps() (before
   // creating sessions, locks or structures on any node of the fabric).
   void SetAtomicsSupported(bool supported);
+  // Whether READ/WRITE payloads are copied a byte at a time (see
+  // SoftDeviceOptions::byte_granular_copies). Test knob; may be flipped at
+  // any time: a copy in flight finishes in the mode it started in.
+  void SetByteGranularCopies(bool on) { byte_granular_copies_.store(on, std::memory_order_relaxed); }
+  bool byte_granular_copies() const { return byte_granular_copies_.load(std::memory_order_relaxed); }
   // Test hook: called (on the posting thread) with every WR this device's QPs
   // accept, in post order, while the QP is locked: it must not call into the
   // NIC. nullptr removes it.
@@ -138,6 +167,7 @@ class SoftDevice final : public Device {
   DeviceCaps caps_;
   std::atomic<int64_t> latency_ns_;
   std::atomic<bool> dead_{false};
+  std::atomic<bool> byte_granular_copies_;
   std::atomic<int> notify_waiters_{0};
   FaultInjector faults_;
   std::mutex atomic_stripes_[kAtomicStripes];

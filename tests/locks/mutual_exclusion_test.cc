@@ -25,6 +25,8 @@ struct Case {
   LockKind kind;
   Budgets budgets;
   bool pause_nic_atomics;
+  // rxe emulation: byte-by-byte READ/WRITE with a yield inside every word.
+  bool byte_copies = false;
 };
 
 class MutualExclusion : public ::testing::TestWithParam<Case> {};
@@ -37,6 +39,8 @@ TEST_P(MutualExclusion, ExactCountsNoOverlapMixedPaths) {
   cfg.factory = FactoryFor(c.kind);
   cfg.seed = 20240611;
   cfg.pause_nic_atomics = c.pause_nic_atomics;
+  cfg.byte_granular_copies = c.byte_copies;
+  cfg.yield_after_byte = c.byte_copies ? 3 : -1;
   if (c.kind == LockKind::kLocalMcs) {
     // Native-only lock: every thread on the locks' node.
     cfg.num_nodes = 1;
@@ -73,7 +77,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"rdma_spin", LockKind::kRdmaSpin, {}, false},
                       Case{"rdma_mcs", LockKind::kRdmaMcs, {}, false},
                       Case{"rdma_mcs_paused_atomics", LockKind::kRdmaMcs, {}, true},
-                      Case{"local_mcs", LockKind::kLocalMcs, {}, false}),
+                      Case{"local_mcs", LockKind::kLocalMcs, {}, false},
+                      // Soft-RoCE's torn 8-byte WRITEs (tests/verbs/README.md,
+                      // "rxe torn WRITE") on the host: waiters must act only
+                      // on complete `next`/`budget` values.
+                      Case{"alock_byte_copies", LockKind::kALock, {5, 5}, false, true},
+                      Case{"alock_budget1_byte_copies", LockKind::kALock, {1, 1}, false, true},
+                      Case{"rdma_mcs_byte_copies", LockKind::kRdmaMcs, {}, false, true},
+                      Case{"rdma_spin_byte_copies", LockKind::kRdmaSpin, {}, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 }  // namespace

@@ -102,12 +102,24 @@ StressResult RunStress(const StressConfig& config) {
   co.num_nodes = config.num_nodes;
   co.node.arena_bytes = size_t{8} << 20;
   co.fabric.kind = FabricUnderTest();
+  co.fabric.soft_byte_granular_copies = config.byte_granular_copies;
   auto cluster_or = rdma::Cluster::Create(co);
   if (!cluster_or.ok()) {
     result.errors.push_back(std::string(cluster_or.status().message()));
     return result;
   }
   rdma::Cluster& cluster = **cluster_or;
+  if (config.byte_granular_copies && config.yield_after_byte >= 0) {
+    // Descriptors (next, budget) live on every node, so every NIC stalls.
+    const uint64_t at = static_cast<uint64_t>(config.yield_after_byte) % 8;
+    for (int n = 0; n < config.num_nodes; ++n) {
+      if (auto* dev = rdma::soft::AsSoftDevice(cluster.node(n).device())) {
+        dev->faults().SetCopyHook([at](uint64_t byte) {
+          if (byte % 8 == at) std::this_thread::yield();
+        });
+      }
+    }
+  }
 
   std::vector<std::unique_ptr<LockUnderTest>> locks;
   for (rdma::NodeId n : config.lock_nodes) {

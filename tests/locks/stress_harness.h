@@ -79,6 +79,16 @@ struct StressConfig {
   // one (the old one is kept alive: a corrupted queue may still point at its
   // descriptors) and go on, instead of ending the thread.
   bool continue_after_error = false;
+  // Soft NIC only (ignored on verbs, where rxe already behaves so): every
+  // node's NIC copies READ/WRITE payloads a byte at a time, so a CPU load can
+  // see a lock word half written by a WRITE (SoftDeviceOptions::
+  // byte_granular_copies; tests/verbs/README.md, "rxe torn WRITE").
+  bool byte_granular_copies = false;
+  // With byte_granular_copies: every node's NIC yields its thread after
+  // every copied byte whose offset % 8 == this (0..7), in the middle of each
+  // word, widening the window in which a spinning waiter sees a torn word.
+  // -1 = never.
+  int yield_after_byte = -1;
   ClientFactory factory;
 };
 

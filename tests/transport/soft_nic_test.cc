@@ -2,6 +2,8 @@
 // that later let mutants be caught, and its fault hooks.
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -12,11 +14,12 @@
 namespace rdma {
 namespace {
 
-std::unique_ptr<Cluster> SoftCluster(int nodes) {
+std::unique_ptr<Cluster> SoftCluster(int nodes, bool byte_granular = false) {
   ClusterOptions o;
   o.num_nodes = nodes;
   o.node.arena_bytes = 4 << 20;
   o.fabric.kind = FabricKind::kSoft;
+  o.fabric.soft_byte_granular_copies = byte_granular;
   auto c = Cluster::Create(o);
   EXPECT_TRUE(c.ok()) << c.status();
   return std::move(*c);
@@ -176,6 +179,167 @@ TEST(SoftNic, MultiWordReadsTearWhenRacingAWriter) {
   writer.request_stop();
   writer.join();
   EXPECT_TRUE(torn) << "no torn multi-word READ observed in 20 s";
+}
+
+// --- Byte-granular copies (SoftDeviceOptions::byte_granular_copies): rxe's
+// torn 8-byte WRITE (tests/verbs/README.md, "rxe torn WRITE") on the host.
+
+// Parks the NIC inside a copy of node 0's memory after copy-hook index
+// `stop_after` until the test has looked at memory, so a CPU access can land
+// at an exact point of the transfer. The hook runs on whichever thread
+// executes the WR; the test thread is a separate CPU thread.
+class CopyPause {
+ public:
+  CopyPause(soft::SoftDevice& dev, uint64_t stop_after) : dev_(dev) {
+    dev_.faults().SetCopyHook([this, stop_after](uint64_t index) {
+      std::unique_lock<std::mutex> l(mu_);
+      indexes_.push_back(index);
+      if (index != stop_after) return;
+      paused_ = true;
+      cv_.notify_all();
+      // Bounded, so a failing test cannot hang the NIC.
+      cv_.wait_for(l, std::chrono::seconds(10), [this] { return resumed_; });
+    });
+  }
+  ~CopyPause() { dev_.faults().SetCopyHook(nullptr); }
+  bool WaitPaused() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(10), [this] { return paused_; });
+  }
+  void Resume() {
+    std::lock_guard<std::mutex> l(mu_);
+    resumed_ = true;
+    cv_.notify_all();
+  }
+  std::vector<uint64_t> indexes() {
+    std::lock_guard<std::mutex> l(mu_);
+    return indexes_;
+  }
+
+ private:
+  soft::SoftDevice& dev_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool paused_ = false, resumed_ = false;
+  std::vector<uint64_t> indexes_;
+};
+
+constexpr uint64_t kOld = 0x1111111111111111ull, kNew = 0x2222222222222222ull;
+
+TEST(SoftNic, ByteGranularWriteTearsAnAlignedWordForACpuLoad) {
+  // The successor's one 8-byte WRITE into a descriptor's `next`, stopped
+  // after its 4th byte (index 3): a CPU load on the target node sees the low
+  // four bytes new and the high four old (little-endian, ascending copy).
+  auto cluster = SoftCluster(2, /*byte_granular=*/true);
+  ASSERT_TRUE(Soft(*cluster, 0).byte_granular_copies());
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  auto* cpu_view = word.local<uint64_t>();
+  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
+  {
+    CopyPause pause(Soft(*cluster, 0), /*stop_after=*/3);
+    std::jthread writer([&] {
+      auto s = cluster->NewSession(1);
+      ASSERT_TRUE(s.ok());
+      ASSERT_TRUE((*s)->Write64(word, kNew).ok());
+    });
+    ASSERT_TRUE(pause.WaitPaused());
+    const uint64_t seen = __atomic_load_n(cpu_view, __ATOMIC_ACQUIRE);
+    pause.Resume();
+    writer.join();
+    EXPECT_EQ(seen, 0x1111111122222222ull) << std::hex << seen;
+    EXPECT_EQ(pause.indexes(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));  // one call per byte
+  }
+  EXPECT_EQ(__atomic_load_n(cpu_view, __ATOMIC_ACQUIRE), kNew);
+}
+
+TEST(SoftNic, ByteGranularReadRacingACpuStoreReturnsATornWord) {
+  // The mirror image: a CPU store between the bytes of a READ.
+  auto cluster = SoftCluster(2, /*byte_granular=*/true);
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  auto* cpu_view = word.local<uint64_t>();
+  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
+  uint64_t got = 0;
+  {
+    CopyPause pause(Soft(*cluster, 0), /*stop_after=*/5);
+    std::jthread reader([&] {
+      auto s = cluster->NewSession(1);
+      ASSERT_TRUE(s.ok());
+      auto r = (*s)->Read64(word);
+      ASSERT_TRUE(r.ok()) << r.status();
+      got = *r;
+    });
+    ASSERT_TRUE(pause.WaitPaused());
+    __atomic_store_n(cpu_view, kNew, __ATOMIC_RELEASE);
+    pause.Resume();
+  }
+  EXPECT_EQ(got, 0x2222111111111111ull) << std::hex << got;
+}
+
+TEST(SoftNic, DefaultModeNeverTearsAnAlignedWord) {
+  // Same WRITE and READ as above without byte_granular_copies: the hook fires
+  // once per word, after the word moved as one access, so neither a CPU load
+  // nor a CPU store can fall between its bytes.
+  auto cluster = SoftCluster(2);
+  ASSERT_FALSE(Soft(*cluster, 0).byte_granular_copies());
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  auto* cpu_view = word.local<uint64_t>();
+  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
+  {
+    CopyPause pause(Soft(*cluster, 0), /*stop_after=*/0);
+    std::jthread writer([&] {
+      auto s = cluster->NewSession(1);
+      ASSERT_TRUE((*s)->Write64(word, kNew).ok());
+    });
+    ASSERT_TRUE(pause.WaitPaused());
+    EXPECT_EQ(__atomic_load_n(cpu_view, __ATOMIC_ACQUIRE), kNew);  // already whole
+    pause.Resume();
+    writer.join();
+    EXPECT_EQ(pause.indexes(), (std::vector<uint64_t>{0}));  // no point inside the word
+  }
+  // And racing without a hook: a CPU reader polling the word while another
+  // node rewrites it sees only whole values.
+  auto s = cluster->NewSession(1);
+  ASSERT_TRUE(s.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0};
+  std::jthread poller([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      const uint64_t v = __atomic_load_n(cpu_view, __ATOMIC_ACQUIRE);
+      if (v != kOld && v != kNew) bad.store(v, std::memory_order_relaxed);
+    }
+  });
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE((*s)->Write64(word, i % 2 ? kOld : kNew).ok());
+  stop.store(true, std::memory_order_release);
+  poller.join();
+  EXPECT_EQ(bad.load(), 0u) << std::hex << bad.load();
+}
+
+TEST(SoftNic, ByteGranularModeKeepsNicAtomicsWholeAndCanBeToggled) {
+  // CAS/FAA never go through the byte copy (no hook calls) and stay 8-byte
+  // atomic among NIC atomics; SetByteGranularCopies flips one device.
+  auto cluster = SoftCluster(3, /*byte_granular=*/true);
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  std::atomic<int> hook_calls{0};
+  Soft(*cluster, 0).faults().SetCopyHook([&](uint64_t) { hook_calls.fetch_add(1); });
+  {
+    std::vector<std::jthread> adders;
+    for (NodeId n : {1, 2}) {
+      adders.emplace_back([&, n] {
+        auto s = cluster->NewSession(n);
+        ASSERT_TRUE(s.ok());
+        for (int i = 0; i < 200; ++i) ASSERT_TRUE((*s)->FetchAndAdd(word, 0x0101010101010101ull).ok());
+      });
+    }
+  }
+  EXPECT_EQ(__atomic_load_n(word.local<uint64_t>(), __ATOMIC_ACQUIRE), 400 * 0x0101010101010101ull);
+  EXPECT_EQ(hook_calls.load(), 0);
+  auto s = cluster->NewSession(1);
+  ASSERT_TRUE((*s)->Write64(word, 1).ok());
+  EXPECT_EQ(hook_calls.exchange(0), 8);
+  Soft(*cluster, 0).SetByteGranularCopies(false);
+  ASSERT_TRUE((*s)->Write64(word, 2).ok());
+  EXPECT_EQ(hook_calls.load(), 1);
+  Soft(*cluster, 0).faults().SetCopyHook(nullptr);
 }
 
 TEST(SoftNic, FailNthOperationFailsExactlyThatOperation) {
