@@ -67,8 +67,9 @@ StressResult ExpectControlPasses(StressConfig cfg) {
 
 // Two keys on node 0; native writers there, readers remote and loopback; the
 // NIC pauses 50 µs inside every slot it copies from node 0, so READs tear.
-StressConfig TornReadConfig() {
+StressConfig TornReadConfig(bool byte_copies = false) {
   StressConfig c;
+  c.byte_granular_copies = byte_copies;
   c.nodes = 3;
   c.home = 0;
   c.num_keys = 2;
@@ -88,8 +89,9 @@ StressConfig TornReadConfig() {
 
 // Two keys on node 0; native and remote writers on them; every NIC op takes
 // 20 µs longer, so NIC critical sections are wide.
-StressConfig WriterRaceConfig() {
+StressConfig WriterRaceConfig(bool byte_copies = false) {
   StressConfig c;
+  c.byte_granular_copies = byte_copies;
   c.nodes = 3;
   c.home = 0;
   c.num_keys = 2;
@@ -119,6 +121,26 @@ TEST(HashMapMutantTest, NativePutWithoutLockIsCaught) {
 TEST(HashMapMutantTest, ReleaseBeforeRemoteWriteIsCaught) {
   ExpectControlPasses(WriterRaceConfig());
   EXPECT_TRUE(Caught<MutantEarlyReleasePolicy>(WriterRaceConfig(), "early-release"));
+}
+
+// The same three mutants with every NIC copying byte by byte (Soft-RoCE's
+// torn 8-byte words, SoftDeviceOptions::byte_granular_copies): the map's
+// defences must still be what catches them (the controls pass in this mode
+// too), and the extra tearing must not mask a mutant. In TornReadConfig the
+// copy hook now parks each slot READ in the middle of a word.
+TEST(HashMapMutantTest, SkippedChecksumIsCaughtWithByteCopies) {
+  EXPECT_GT(ExpectControlPasses(TornReadConfig(true)).torn_reads, 0u);
+  EXPECT_TRUE(Caught<MutantSkipChecksumPolicy>(TornReadConfig(true), "skip-checksum/bytes"));
+}
+
+TEST(HashMapMutantTest, NativePutWithoutLockIsCaughtWithByteCopies) {
+  ExpectControlPasses(WriterRaceConfig(true));
+  EXPECT_TRUE(Caught<MutantNativeNoLockPolicy>(WriterRaceConfig(true), "native-no-lock/bytes"));
+}
+
+TEST(HashMapMutantTest, ReleaseBeforeRemoteWriteIsCaughtWithByteCopies) {
+  ExpectControlPasses(WriterRaceConfig(true));
+  EXPECT_TRUE(Caught<MutantEarlyReleasePolicy>(WriterRaceConfig(true), "early-release/bytes"));
 }
 
 // Soft NIC only: one key on node 0, rewritten by two native writers; every

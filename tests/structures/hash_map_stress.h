@@ -81,6 +81,12 @@ struct StressConfig {
   // completes a put (at most slow_copy), so every paused slot copy straddles
   // a write: deterministic tearing when all puts hit that slot (one key).
   bool slow_copy_until_write = false;
+  // Soft backend only: every NIC copies READ/WRITE payloads a byte at a time
+  // (SoftDeviceOptions::byte_granular_copies), so a slot word itself can be
+  // seen half written, as on Soft-RoCE (tests/verbs/README.md "rxe torn
+  // WRITE"). The copy hook then pauses in the middle of the slot's third
+  // word (after its 4th byte) rather than after it.
+  bool byte_granular_copies = false;
 };
 
 struct StressResult {
@@ -94,7 +100,7 @@ struct StressResult {
 };
 
 inline std::unique_ptr<rdma::Cluster> MakeStressCluster(const StressConfig& c) {
-  if (c.backend != "soft" || c.soft_latency.count() == 0) {
+  if (c.backend != "soft" || (c.soft_latency.count() == 0 && !c.byte_granular_copies)) {
     return rdma::testing::MakeCluster(c.backend, c.nodes, 16 << 20);
   }
   rdma::ClusterOptions o;
@@ -102,6 +108,7 @@ inline std::unique_ptr<rdma::Cluster> MakeStressCluster(const StressConfig& c) {
   o.node.arena_bytes = 16 << 20;
   o.fabric.kind = rdma::FabricKind::kSoft;
   o.fabric.soft_latency = c.soft_latency;
+  o.fabric.soft_byte_granular_copies = c.byte_granular_copies;
   auto cl = rdma::Cluster::Create(o);
   return cl.ok() ? std::move(*cl) : nullptr;
 }
@@ -146,9 +153,12 @@ StressResult RunStress(const StressConfig& cfg) {
     slow_dev = rdma::soft::AsSoftDevice(cluster->node(static_cast<rdma::NodeId>(cfg.slow_copy_node)).device());
     const auto pause = cfg.slow_copy;
     const bool until_write = cfg.slow_copy_until_write;
+    // The hook's index counts words, or bytes in byte-granular mode.
+    const uint64_t period = cfg.byte_granular_copies ? SlotL::kWords * 8 : SlotL::kWords;
+    const uint64_t at = cfg.byte_granular_copies ? 2 * 8 + 3 : 2;
     if (slow_dev != nullptr) {
-      slow_dev->faults().SetCopyHook([pause, until_write, &puts_done](uint64_t word) {
-        if (word % SlotL::kWords != 2) return;
+      slow_dev->faults().SetCopyHook([pause, until_write, period, at, &puts_done](uint64_t index) {
+        if (index % period != at) return;
         if (!until_write) {
           std::this_thread::sleep_for(pause);
           return;
