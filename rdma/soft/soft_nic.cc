@@ -39,12 +39,13 @@ absl::string_view StateName(QpState s) {
 //
 // With `byte_granular` (SoftDeviceOptions::byte_granular_copies) every byte
 // is its own atomic access, in ascending order, and the hook fires after each
-// byte with its offset: rxe's memcpy, which can tear an aligned word.
+// byte with its offset: rxe's memcpy, which can tear an aligned word. With
+// `descending` the bytes go last to first.
 // Release/acquire per byte (rather than relaxed) keeps the happens-before
 // edge the word mode gives: a CPU thread that acquire-loads a word and sees
 // the first byte of a WRITE also sees what the poster wrote before posting,
 // so TSan does not report the protocol data behind a lock word as racing.
-void NicCopy(void* local, void* remote, size_t len, bool to_remote, bool byte_granular,
+void NicCopy(void* local, void* remote, size_t len, bool to_remote, bool byte_granular, bool descending,
              FaultInjector* hooks) {
   auto* lb = static_cast<uint8_t*>(local);
   auto* rb = static_cast<uint8_t*>(remote);
@@ -58,7 +59,8 @@ void NicCopy(void* local, void* remote, size_t len, bool to_remote, bool byte_gr
     }
   };
   if (byte_granular) {
-    for (size_t i = 0; i < len; ++i) {
+    for (size_t k = 0; k < len; ++k) {
+      const size_t i = descending ? len - 1 - k : k;
       copy_byte(i);
       if (hooked) hooks->OnCopiedWord(i);
     }
@@ -205,11 +207,11 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
   switch (wr.opcode) {
     case Opcode::kRead:
       NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/false, remote.byte_granular_copies(),
-              &remote.faults());
+              remote.byte_copies_descending(), &remote.faults());
       break;
     case Opcode::kWrite:
       NicCopy(local_buf, remote_buf, wr.length, /*to_remote=*/true, remote.byte_granular_copies(),
-              &remote.faults());
+              remote.byte_copies_descending(), &remote.faults());
       break;
     case Opcode::kCompareSwap:
     case Opcode::kFetchAdd: {
@@ -468,7 +470,8 @@ SoftDevice::SoftDevice(NodeId node, std::shared_ptr<SoftNetwork> network, const 
     : node_(node),
       network_(std::move(network)),
       latency_ns_(options.latency.count()),
-      byte_granular_copies_(options.byte_granular_copies) {
+      byte_granular_copies_(options.byte_granular_copies),
+      byte_copies_descending_(options.byte_copies_descending) {
   caps_.atomic_scope = options.atomics ? DeviceCaps::AtomicScope::kHca : DeviceCaps::AtomicScope::kNone;
   caps_.max_inline_data = 256;
   caps_.max_send_wr = 16384;

@@ -76,8 +76,9 @@ struct SoftDeviceOptions {
   //    DESIGN §3's word atomicity on purpose; code must tolerate it to be
   //    correct on rxe.
   //  * Each byte is still never torn, and the bytes of one transfer land in
-  //    ascending address order (rxe's memcpy gives no order guarantee; code
-  //    must not rely on this one either).
+  //    ascending address order (as x86 memcpy does; code must not rely on
+  //    it), or descending with byte_copies_descending, an adversarial order
+  //    no known NIC uses, to probe code that silently relies on ascending.
   //  * NIC atomics (CAS, fetch-and-add) are unchanged: 8-byte atomic among
   //    NIC atomics of this device.
   //  * The copy hook (FaultInjector::SetCopyHook) fires after every byte, with
@@ -85,6 +86,9 @@ struct SoftDeviceOptions {
   //    test can stop a WRITE between the bytes of one word.
   // Default false: aligned words are single-copy atomic (DESIGN §3).
   bool byte_granular_copies = false;
+  // With byte_granular_copies: copy each transfer from its last byte to its
+  // first (the hook still gets each byte's offset in the transfer).
+  bool byte_copies_descending = false;
 };
 
 // What a soft NIC has seen, for tests that check how the layers above use the
@@ -129,6 +133,8 @@ class SoftDevice final : public Device {
   // any time: a copy in flight finishes in the mode it started in.
   void SetByteGranularCopies(bool on) { byte_granular_copies_.store(on, std::memory_order_relaxed); }
   bool byte_granular_copies() const { return byte_granular_copies_.load(std::memory_order_relaxed); }
+  void SetByteCopiesDescending(bool on) { byte_copies_descending_.store(on, std::memory_order_relaxed); }
+  bool byte_copies_descending() const { return byte_copies_descending_.load(std::memory_order_relaxed); }
   // Test hook: called (on the posting thread) with every WR this device's QPs
   // accept, in post order, while the QP is locked: it must not call into the
   // NIC. nullptr removes it.
@@ -168,6 +174,7 @@ class SoftDevice final : public Device {
   std::atomic<int64_t> latency_ns_;
   std::atomic<bool> dead_{false};
   std::atomic<bool> byte_granular_copies_;
+  std::atomic<bool> byte_copies_descending_;
   std::atomic<int> notify_waiters_{0};
   FaultInjector faults_;
   std::mutex atomic_stripes_[kAtomicStripes];

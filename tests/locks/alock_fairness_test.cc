@@ -56,6 +56,7 @@ struct FairnessCase {
   // (rxe's torn 8-byte WRITEs, tests/verbs/README.md): budget handovers and
   // `next` links can be seen half landed.
   bool byte_copies = false;
+  bool descending = false;  // ... last byte first (adversarial)
 };
 
 class ALockFairness : public ::testing::TestWithParam<FairnessCase> {};
@@ -71,6 +72,7 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
   if (GetParam().byte_copies) {
     for (rdma::NodeId n : {0, 1}) {
       if (auto* dev = rdma::soft::AsSoftDevice(cluster->node(n).device())) {
+        dev->SetByteCopiesDescending(GetParam().descending);
         dev->faults().SetCopyHook([](uint64_t byte) {
           if (byte % 8 == 3) std::this_thread::yield();
         });
@@ -181,6 +183,16 @@ INSTANTIATE_TEST_SUITE_P(Budgets, ALockFairness,
                                            FairnessCase{"budget_1_1", {1, 1}}, FairnessCase{"budget_8_1", {8, 1}},
                                            FairnessCase{"budget_5_5_byte_copies", {5, 5}, true},
                                            FairnessCase{"budget_1_1_byte_copies", {1, 1}, true}),
+                         [](const ::testing::TestParamInfo<FairnessCase>& i) { return i.param.name; });
+
+// Disabled (--gtest_also_run_disabled_tests): bytes landing last to first,
+// which no known NIC does. Fails: a handed budget of 0 over kWaiting's 0xff
+// bytes, seen with only its low byte(s) missing, reads as 0xff..0xffffff,
+// inside [0, INT32_MAX], so the cohort runs past its budget (seen: 6 vs 1),
+// and torn `next` links lose handovers (waiters time out), as in
+// mutual_exclusion_test's disabled descending cases.
+INSTANTIATE_TEST_SUITE_P(DISABLED_DescendingByteCopies, ALockFairness,
+                         ::testing::Values(FairnessCase{"budget_1_1_byte_copies_descending", {1, 1}, true, true}),
                          [](const ::testing::TestParamInfo<FairnessCase>& i) { return i.param.name; });
 
 }  // namespace

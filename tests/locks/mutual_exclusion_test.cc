@@ -27,6 +27,7 @@ struct Case {
   bool pause_nic_atomics;
   // rxe emulation: byte-by-byte READ/WRITE with a yield inside every word.
   bool byte_copies = false;
+  bool descending = false;  // ... last byte first (adversarial)
 };
 
 class MutualExclusion : public ::testing::TestWithParam<Case> {};
@@ -41,6 +42,7 @@ TEST_P(MutualExclusion, ExactCountsNoOverlapMixedPaths) {
   cfg.pause_nic_atomics = c.pause_nic_atomics;
   cfg.byte_granular_copies = c.byte_copies;
   cfg.yield_after_byte = c.byte_copies ? 3 : -1;
+  cfg.byte_copies_descending = c.descending;
   if (c.kind == LockKind::kLocalMcs) {
     // Native-only lock: every thread on the locks' node.
     cfg.num_nodes = 1;
@@ -85,6 +87,22 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"alock_budget1_byte_copies", LockKind::kALock, {1, 1}, false, true},
                       Case{"rdma_mcs_byte_copies", LockKind::kRdmaMcs, {}, false, true},
                       Case{"rdma_spin_byte_copies", LockKind::kRdmaSpin, {}, false, true}),
+    [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Disabled (run with --gtest_also_run_disabled_tests): bytes landing last to
+// first, an order no known NIC uses (rxe on x86 copies ascending). Both
+// locks fail here within one run (seed 20240611), which is the residual risk
+// tests/verbs/README.md names, in a stronger form: a `next` link seen with its
+// low byte(s) still zero is a 64-byte-aligned address inside the same node's
+// arena, so Unlock accepts it and hands over to the wrong line. rdma_mcs:
+// Lock finds the queue tail holding 0x1 (kGo written over the lock word at
+// the arena start); alock: handovers lost, waiters time out. Ascending
+// copies cannot produce this: a prefix of a descriptor pointer over zeros is
+// far below any arena unless all six address bytes landed.
+INSTANTIATE_TEST_SUITE_P(
+    DISABLED_DescendingByteCopies, MutualExclusion,
+    ::testing::Values(Case{"alock_byte_copies_descending", LockKind::kALock, {5, 5}, false, true, true},
+                      Case{"rdma_mcs_byte_copies_descending", LockKind::kRdmaMcs, {}, false, true, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 }  // namespace

@@ -109,6 +109,11 @@ StressResult RunStress(const StressConfig& config) {
     return result;
   }
   rdma::Cluster& cluster = **cluster_or;
+  if (config.byte_copies_descending) {
+    for (int n = 0; n < config.num_nodes; ++n) {
+      if (auto* dev = rdma::soft::AsSoftDevice(cluster.node(n).device())) dev->SetByteCopiesDescending(true);
+    }
+  }
   if (config.byte_granular_copies && config.yield_after_byte >= 0) {
     // Descriptors (next, budget) live on every node, so every NIC stalls.
     const uint64_t at = static_cast<uint64_t>(config.yield_after_byte) % 8;

@@ -89,6 +89,10 @@ struct StressConfig {
   // word, widening the window in which a spinning waiter sees a torn word.
   // -1 = never.
   int yield_after_byte = -1;
+  // With byte_granular_copies: bytes land last to first (SoftDeviceOptions::
+  // byte_copies_descending), an adversarial order that probes waiters
+  // relying on the ascending order of x86 memcpy.
+  bool byte_copies_descending = false;
   ClientFactory factory;
 };
 

@@ -275,6 +275,28 @@ TEST(SoftNic, ByteGranularReadRacingACpuStoreReturnsATornWord) {
   EXPECT_EQ(got, 0x2222111111111111ull) << std::hex << got;
 }
 
+TEST(SoftNic, DescendingByteCopiesLandTheHighBytesFirst) {
+  // The adversarial order (byte_copies_descending): stopped after its 4th
+  // byte, the WRITE has placed the high four bytes; the hook still reports
+  // byte offsets (7, 6, 5, 4, ...).
+  auto cluster = SoftCluster(2, /*byte_granular=*/true);
+  Soft(*cluster, 0).SetByteCopiesDescending(true);
+  RemotePtr word = *cluster->node(0).Allocate(8);
+  auto* cpu_view = word.local<uint64_t>();
+  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
+  CopyPause pause(Soft(*cluster, 0), /*stop_after=*/4);
+  std::jthread writer([&] {
+    auto s = cluster->NewSession(1);
+    ASSERT_TRUE((*s)->Write64(word, kNew).ok());
+  });
+  ASSERT_TRUE(pause.WaitPaused());
+  const uint64_t seen = __atomic_load_n(cpu_view, __ATOMIC_ACQUIRE);
+  pause.Resume();
+  writer.join();
+  EXPECT_EQ(seen, 0x2222222211111111ull) << std::hex << seen;
+  EXPECT_EQ(pause.indexes(), (std::vector<uint64_t>{7, 6, 5, 4, 3, 2, 1, 0}));
+}
+
 TEST(SoftNic, DefaultModeNeverTearsAnAlignedWord) {
   // Same WRITE and READ as above without byte_granular_copies: the hook fires
   // once per word, after the word moved as one access, so neither a CPU load
