@@ -102,6 +102,10 @@ TEST_P(HashMapLincheckTest, HotKeysMixedPathsByteCopies) {
   c.hot_percent = 90;
   c.groups_per_node = 2;
   c.byte_granular_copies = true;
+  // Without a pause the soft NIC copies a slot too fast for a reader to
+  // catch a write inside it; park node 0's slot copies mid-word briefly.
+  c.slow_copy_node = 0;
+  c.slow_copy = std::chrono::microseconds(10);
   RunAndCheck(c);
 }
 
