@@ -29,6 +29,14 @@ namespace locks::testing {
 // atomic pauses) are skipped on verbs; the checks stay the same.
 rdma::FabricKind FabricUnderTest();
 bool OnVerbs();
+// `cases` when the fabric under test is soft, else none: for cases that
+// exercise a soft-NIC-only mode (byte-granular copies). On verbs they would
+// only repeat the plain cases, so they are not instantiated there at all.
+template <typename Case>
+std::vector<Case> OnlyOnSoft(std::vector<Case> cases) {
+  if (FabricUnderTest() != rdma::FabricKind::kSoft) cases.clear();
+  return cases;
+}
 // True when built with ThreadSanitizer (tests scale their work down).
 bool UnderTsan();
 // Scales `n` down under sanitizers (TSan /8), at least 1.
