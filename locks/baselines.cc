@@ -94,6 +94,16 @@ absl::Status RdmaSpinClient::Lock(rdma::RemotePtr lock, Path path) {
     auto old = word.Cas(*session(), 0, token_);
     if (!old.ok()) return old.status();
     if (*old == 0) break;
+    if (*old == token_) {
+      // Only this client's CAS writes token_, and this client does not hold
+      // the lock: one of its earlier CASes took effect again after its
+      // release (a responder re-executing a retransmitted CAS). Nobody will
+      // ever release the lock, so say so now instead of timing out.
+      return absl::DataLossError(absl::StrCat(
+          "RdmaSpin: lock ", lock.node(), ":0x", absl::Hex(lock.address()), " holds this client's own token 0x",
+          absl::Hex(token_), " although it released the lock: an earlier CAS of ours was executed twice "
+          "(a retransmitted atomic re-executed by the responder; see tests/verbs/README.md \"rxe duplicate CAS\")"));
+    }
     // Exponential backoff between CASes, so the holder's release gets through.
     for (int i = 0; i < backoff; ++i) {
       if (!spin.Spin()) return spin.Timeout("RdmaSpin: acquire", lock);

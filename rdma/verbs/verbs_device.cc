@@ -482,10 +482,14 @@ absl::Status VerbsQueuePair::Connect(const QpEndpoint& remote) {
   if (st.ok()) {
     a = {};
     a.qp_state = IBV_QPS_RTS;
-    // Local ACK timeout 4.096 us * 2^16 ~ 268 ms, 7 retries: a dead peer is
-    // reported (kRetryExceeded) after ~2 s, while Soft-RoCE under emulation
-    // (ms-scale hiccups) never trips it spuriously.
-    a.timeout = 16;
+    // Local ACK timeout 4.096 us * 2^18 ~ 1.07 s, 7 retries: a dead peer is
+    // reported (kRetryExceeded) after ~8.6 s, inside the Session's 10 s
+    // completion timeout. Shorter is dangerous on Soft-RoCE under emulation:
+    // with 268 ms, a loaded host delayed ACKs past the timeout about once per
+    // lock stress run, and rxe mishandles the retransmissions (it re-executed
+    // a retransmitted CAS, and deadlocks on a retransmitted fenced READ; see
+    // tests/verbs/README.md "rxe duplicate CAS" and "rxe fence").
+    a.timeout = 18;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.sq_psn = psn_;

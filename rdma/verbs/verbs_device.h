@@ -53,8 +53,9 @@
 // or beyond the QP's max_inline_data, and a chain longer than the free
 // send-queue slots (ResourceExhausted).
 //
-// Dead peers. QPs use an ACK timeout of ~268 ms and 7 retries, so an RNIC
-// reports kRetryExceeded about 2 s after its peer vanished. Soft-RoCE on Linux
+// Dead peers. QPs use an ACK timeout of ~1.07 s and 7 retries, so an RNIC
+// reports kRetryExceeded about 8.6 s after its peer vanished (inside the
+// Session's default 10 s completion timeout). Soft-RoCE on Linux
 // 6.1 (the rxe_run guest kernel) never reports it: the WR simply stays
 // outstanding, and the caller's own completion timeout (SessionOptions::
 // completion_timeout) is what fires. Reset() flushes such a WR either way.

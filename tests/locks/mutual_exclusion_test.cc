@@ -76,11 +76,19 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"alock", LockKind::kALock, {5, 5}, false},
                       Case{"alock_budget1", LockKind::kALock, {1, 1}, false},
                       Case{"alock_budget_3_2_paused_atomics", LockKind::kALock, {3, 2}, true},
-                      Case{"rdma_spin", LockKind::kRdmaSpin, {}, false},
                       Case{"rdma_mcs", LockKind::kRdmaMcs, {}, false},
                       Case{"rdma_mcs_paused_atomics", LockKind::kRdmaMcs, {}, true},
                       Case{"local_mcs", LockKind::kLocalMcs, {}, false}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// The RDMA spin baseline on the soft fabric only: on Soft-RoCE a retransmitted
+// CAS is sometimes executed a second time, after the lock's release, which
+// wedges a spin lock released by a plain WRITE for good (the lock then fails
+// with DATA_LOSS naming its own token; tests/verbs/README.md "rxe duplicate
+// CAS"). That is an rxe bug, not something this baseline can survive.
+INSTANTIATE_TEST_SUITE_P(SpinBaseline, MutualExclusion,
+                         ::testing::ValuesIn(OnlyOnSoft<Case>({Case{"rdma_spin", LockKind::kRdmaSpin, {}, false}})),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // Soft-RoCE's torn 8-byte WRITEs (tests/verbs/README.md, "rxe torn WRITE") on
 // the host: waiters must act only on complete `next`/`budget` values. Soft
