@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,7 +46,9 @@ void Report(benchmark::State& state, std::vector<double>& lat_us, double scale, 
   state.counters["bytes/op"] = d.bytes / n;
 }
 
-void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
+// The 2-node cluster every benchmark here runs on, on the fabric and device
+// the flags name; null (and the benchmark marked skipped) when it fails.
+std::unique_ptr<rdma::Cluster> TwoNodeClusterOrSkip(benchmark::State& state) {
   rdma::ClusterOptions o;
   o.num_nodes = 2;
   o.node.arena_bytes = 1 << 20;
@@ -54,14 +57,20 @@ void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
   auto cluster = rdma::Cluster::Create(o);
   if (!cluster.ok()) {
     state.SkipWithError(std::string(cluster.status().message()).c_str());
-    return;
+    return nullptr;
   }
-  auto session = (*cluster)->NewSession(remote ? 1 : 0);
+  return std::move(*cluster);
+}
+
+void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
+  auto cluster = TwoNodeClusterOrSkip(state);
+  if (cluster == nullptr) return;
+  auto session = cluster->NewSession(remote ? 1 : 0);
   if (!session.ok()) {
     state.SkipWithError(std::string(session.status().message()).c_str());
     return;
   }
-  rdma::RemotePtr word = *(*cluster)->node(0).Allocate(64);
+  rdma::RemotePtr word = *cluster->node(0).Allocate(64);
   rdma::Session& s = **session;
   std::vector<double> lat_us;
   lat_us.reserve(1 << 16);
@@ -105,25 +114,17 @@ bool SpinUntil(const uint64_t* word, uint64_t want, const std::atomic<bool>& sto
 // WRITEs i back into node 0's arena. Both WRITEs are inline and posted without
 // waiting for their completions, as in ib_write_lat. Latency = round trip / 2.
 void BM_WritePingPong(benchmark::State& state) {
-  rdma::ClusterOptions o;
-  o.num_nodes = 2;
-  o.node.arena_bytes = 1 << 20;
-  o.fabric.kind = g_fabric;
-  (void)g_device_flags.Apply(&o.fabric);  // validated in main
-  auto cluster = rdma::Cluster::Create(o);
-  if (!cluster.ok()) {
-    state.SkipWithError(std::string(cluster.status().message()).c_str());
-    return;
-  }
-  const rdma::RemotePtr ping = *(*cluster)->node(1).Allocate(64);  // node 0 -> node 1
-  const rdma::RemotePtr pong = *(*cluster)->node(0).Allocate(64);  // node 1 -> node 0
-  const auto* ping_word = reinterpret_cast<const uint64_t*>(ping.address());
-  const auto* pong_word = reinterpret_cast<const uint64_t*>(pong.address());
+  auto cluster = TwoNodeClusterOrSkip(state);
+  if (cluster == nullptr) return;
+  const rdma::RemotePtr ping = *cluster->node(1).Allocate(64);  // node 0 -> node 1
+  const rdma::RemotePtr pong = *cluster->node(0).Allocate(64);  // node 1 -> node 0
+  const uint64_t* ping_word = ping.local<uint64_t>();
+  const uint64_t* pong_word = pong.local<uint64_t>();
   constexpr auto kTimeout = std::chrono::seconds(10);
   std::atomic<bool> stop{false};
   absl::Status responder_status;
   std::thread responder([&] {
-    auto session = (*cluster)->NewSession(1);
+    auto session = cluster->NewSession(1);
     if (!session.ok()) {
       responder_status = session.status();
       return;
@@ -137,7 +138,7 @@ void BM_WritePingPong(benchmark::State& state) {
     }
     if (absl::Status s = (*session)->Drain(); responder_status.ok()) responder_status = s;
   });
-  auto session = (*cluster)->NewSession(0);
+  auto session = cluster->NewSession(0);
   std::vector<double> rtt_us;
   rtt_us.reserve(1 << 16);
   absl::Status error;
