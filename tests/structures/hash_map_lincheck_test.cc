@@ -48,19 +48,38 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
     o.timeout = absl::Seconds(20);
     EXPECT_TRUE(lincheck::IsLinearizable(HashMapModel(), r.history, o));
   }
+
+  // Few keys take most operations: heavy contention on the same slots across
+  // all three paths, with slot reuse (erase + insert) inside shared groups.
+  StressConfig HotKeys(uint64_t seed) {
+    StressConfig c = Base();
+    c.seed = seed;
+    c.num_keys = 24;
+    c.hot_keys = 3;
+    c.hot_percent = 90;
+    c.groups_per_node = 2;  // ~4 keys per group
+    return c;
+  }
+
+  // Keys all homed on node 0, two native writers there, readers on every
+  // path: native writers against remote and loopback optimistic readers.
+  StressConfig NativeWritersRemoteReaders(uint64_t seed) {
+    StressConfig c = Base();
+    c.seed = seed;
+    c.home = 0;
+    c.num_keys = 4;
+    c.hot_keys = 0;
+    const auto think = c.workers[0].think;
+    c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
+                 {0, Path::kAuto, StressWorker::kMixed, think},
+                 {0, Path::kLoopback, StressWorker::kReader},
+                 {1, Path::kAuto, StressWorker::kReader},
+                 {2, Path::kAuto, StressWorker::kMixed}};
+    return c;
+  }
 };
 
-// Few keys take most operations: heavy contention on the same slots across
-// all three paths, with slot reuse (erase + insert) inside shared groups.
-TEST_P(HashMapLincheckTest, HotKeysMixedPaths) {
-  StressConfig c = Base();
-  c.seed = 11;
-  c.num_keys = 24;
-  c.hot_keys = 3;
-  c.hot_percent = 90;
-  c.groups_per_node = 2;  // ~4 keys per group
-  RunAndCheck(c);
-}
+TEST_P(HashMapLincheckTest, HotKeysMixedPaths) { RunAndCheck(HotKeys(11)); }
 
 // Uniform keys over all nodes.
 TEST_P(HashMapLincheckTest, UniformMixedPaths) {
@@ -72,22 +91,7 @@ TEST_P(HashMapLincheckTest, UniformMixedPaths) {
   RunAndCheck(c);
 }
 
-// Keys all homed on node 0, two native writers there, readers on every path:
-// native writers against remote and loopback optimistic readers.
-TEST_P(HashMapLincheckTest, NativeWritersRemoteReaders) {
-  StressConfig c = Base();
-  c.seed = 13;
-  c.home = 0;
-  c.num_keys = 4;
-  c.hot_keys = 0;
-  const auto think = c.workers[0].think;
-  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
-               {0, Path::kAuto, StressWorker::kMixed, think},
-               {0, Path::kLoopback, StressWorker::kReader},
-               {1, Path::kAuto, StressWorker::kReader},
-               {2, Path::kAuto, StressWorker::kMixed}};
-  RunAndCheck(c);
-}
+TEST_P(HashMapLincheckTest, NativeWritersRemoteReaders) { RunAndCheck(NativeWritersRemoteReaders(13)); }
 
 // The same workloads with the soft NIC copying READ/WRITE payloads a byte at a
 // time (SoftDeviceOptions::byte_granular_copies), as Soft-RoCE does: every
@@ -108,12 +112,7 @@ std::vector<std::string> SoftIfUnderTest() {
 }
 
 TEST_P(HashMapLincheckByteCopiesTest, HotKeysMixedPaths) {
-  StressConfig c = Base();
-  c.seed = 21;
-  c.num_keys = 24;
-  c.hot_keys = 3;
-  c.hot_percent = 90;
-  c.groups_per_node = 2;
+  StressConfig c = HotKeys(21);
   c.byte_granular_copies = true;
   // Without a pause the soft NIC copies a slot too fast for a reader to
   // catch a write inside it; park node 0's slot copies mid-word briefly.
@@ -123,17 +122,7 @@ TEST_P(HashMapLincheckByteCopiesTest, HotKeysMixedPaths) {
 }
 
 TEST_P(HashMapLincheckByteCopiesTest, NativeWritersRemoteReaders) {
-  StressConfig c = Base();
-  c.seed = 23;
-  c.home = 0;
-  c.num_keys = 4;
-  c.hot_keys = 0;
-  const auto think = c.workers[0].think;
-  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
-               {0, Path::kAuto, StressWorker::kMixed, think},
-               {0, Path::kLoopback, StressWorker::kReader},
-               {1, Path::kAuto, StressWorker::kReader},
-               {2, Path::kAuto, StressWorker::kMixed}};
+  StressConfig c = NativeWritersRemoteReaders(23);
   c.byte_granular_copies = true;
   // Park every NIC copy of node 0's slots in the middle of the slot's third
   // word for a moment, so native writes land inside a word being READ.
