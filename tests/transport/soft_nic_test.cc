@@ -226,6 +226,35 @@ class CopyPause {
 
 constexpr uint64_t kOld = 0x1111111111111111ull, kNew = 0x2222222222222222ull;
 
+// What a CPU load on node 0 saw inside one 8-byte WRITE from node 1.
+struct LoadInsideWrite {
+  bool paused = false;            // the NIC stopped at the asked-for point
+  uint64_t seen = 0;              // the CPU load's value while it was stopped
+  std::vector<uint64_t> indexes;  // every copy-hook index of the WRITE
+};
+
+// Stores kOld into `word` (on node 0), then WRITEs kNew into it from node 1
+// with node 0's NIC parked after copy-hook index `stop_after`, and loads the
+// word with the CPU while it is parked.
+LoadInsideWrite CpuLoadInsideWrite(Cluster& cluster, RemotePtr word, uint64_t stop_after) {
+  auto* cpu_view = word.local<uint64_t>();
+  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
+  LoadInsideWrite r;
+  CopyPause pause(Soft(cluster, 0), stop_after);
+  {
+    std::jthread writer([&] {
+      auto s = cluster.NewSession(1);
+      ASSERT_TRUE(s.ok());
+      ASSERT_TRUE((*s)->Write64(word, kNew).ok());
+    });
+    r.paused = pause.WaitPaused();
+    r.seen = __atomic_load_n(cpu_view, __ATOMIC_ACQUIRE);
+    pause.Resume();
+  }  // joins the writer
+  r.indexes = pause.indexes();
+  return r;
+}
+
 TEST(SoftNic, ByteGranularWriteTearsAnAlignedWordForACpuLoad) {
   // The successor's one 8-byte WRITE into a descriptor's `next`, stopped
   // after its 4th byte (index 3): a CPU load on the target node sees the low
@@ -233,23 +262,11 @@ TEST(SoftNic, ByteGranularWriteTearsAnAlignedWordForACpuLoad) {
   auto cluster = SoftCluster(2, /*byte_granular=*/true);
   ASSERT_TRUE(Soft(*cluster, 0).byte_granular_copies());
   RemotePtr word = *cluster->node(0).Allocate(8);
-  auto* cpu_view = word.local<uint64_t>();
-  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
-  {
-    CopyPause pause(Soft(*cluster, 0), /*stop_after=*/3);
-    std::jthread writer([&] {
-      auto s = cluster->NewSession(1);
-      ASSERT_TRUE(s.ok());
-      ASSERT_TRUE((*s)->Write64(word, kNew).ok());
-    });
-    ASSERT_TRUE(pause.WaitPaused());
-    const uint64_t seen = __atomic_load_n(cpu_view, __ATOMIC_ACQUIRE);
-    pause.Resume();
-    writer.join();
-    EXPECT_EQ(seen, 0x1111111122222222ull) << std::hex << seen;
-    EXPECT_EQ(pause.indexes(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));  // one call per byte
-  }
-  EXPECT_EQ(__atomic_load_n(cpu_view, __ATOMIC_ACQUIRE), kNew);
+  const LoadInsideWrite r = CpuLoadInsideWrite(*cluster, word, /*stop_after=*/3);
+  ASSERT_TRUE(r.paused);
+  EXPECT_EQ(r.seen, 0x1111111122222222ull) << std::hex << r.seen;
+  EXPECT_EQ(r.indexes, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));  // one call per byte
+  EXPECT_EQ(__atomic_load_n(word.local<uint64_t>(), __ATOMIC_ACQUIRE), kNew);
 }
 
 TEST(SoftNic, ByteGranularReadRacingACpuStoreReturnsATornWord) {
@@ -282,19 +299,10 @@ TEST(SoftNic, DescendingByteCopiesLandTheHighBytesFirst) {
   auto cluster = SoftCluster(2, /*byte_granular=*/true);
   Soft(*cluster, 0).SetByteCopiesDescending(true);
   RemotePtr word = *cluster->node(0).Allocate(8);
-  auto* cpu_view = word.local<uint64_t>();
-  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
-  CopyPause pause(Soft(*cluster, 0), /*stop_after=*/4);
-  std::jthread writer([&] {
-    auto s = cluster->NewSession(1);
-    ASSERT_TRUE((*s)->Write64(word, kNew).ok());
-  });
-  ASSERT_TRUE(pause.WaitPaused());
-  const uint64_t seen = __atomic_load_n(cpu_view, __ATOMIC_ACQUIRE);
-  pause.Resume();
-  writer.join();
-  EXPECT_EQ(seen, 0x2222222211111111ull) << std::hex << seen;
-  EXPECT_EQ(pause.indexes(), (std::vector<uint64_t>{7, 6, 5, 4, 3, 2, 1, 0}));
+  const LoadInsideWrite r = CpuLoadInsideWrite(*cluster, word, /*stop_after=*/4);
+  ASSERT_TRUE(r.paused);
+  EXPECT_EQ(r.seen, 0x2222222211111111ull) << std::hex << r.seen;
+  EXPECT_EQ(r.indexes, (std::vector<uint64_t>{7, 6, 5, 4, 3, 2, 1, 0}));
 }
 
 TEST(SoftNic, DefaultModeNeverTearsAnAlignedWord) {
@@ -305,19 +313,10 @@ TEST(SoftNic, DefaultModeNeverTearsAnAlignedWord) {
   ASSERT_FALSE(Soft(*cluster, 0).byte_granular_copies());
   RemotePtr word = *cluster->node(0).Allocate(8);
   auto* cpu_view = word.local<uint64_t>();
-  __atomic_store_n(cpu_view, kOld, __ATOMIC_RELEASE);
-  {
-    CopyPause pause(Soft(*cluster, 0), /*stop_after=*/0);
-    std::jthread writer([&] {
-      auto s = cluster->NewSession(1);
-      ASSERT_TRUE((*s)->Write64(word, kNew).ok());
-    });
-    ASSERT_TRUE(pause.WaitPaused());
-    EXPECT_EQ(__atomic_load_n(cpu_view, __ATOMIC_ACQUIRE), kNew);  // already whole
-    pause.Resume();
-    writer.join();
-    EXPECT_EQ(pause.indexes(), (std::vector<uint64_t>{0}));  // no point inside the word
-  }
+  const LoadInsideWrite r = CpuLoadInsideWrite(*cluster, word, /*stop_after=*/0);
+  ASSERT_TRUE(r.paused);
+  EXPECT_EQ(r.seen, kNew);                           // already whole
+  EXPECT_EQ(r.indexes, (std::vector<uint64_t>{0}));  // no point inside the word
   // And racing without a hook: a CPU reader polling the word while another
   // node rewrites it sees only whole values.
   auto s = cluster->NewSession(1);
