@@ -271,47 +271,6 @@ TEST_F(VerbsDeviceTest, RegisterMemoryUsesExactlyTheAskedAccess) {
   EXPECT_EQ((*dev)->RegisterMemory(nullptr, 8, kLocalWrite).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(VerbsDeviceTest, MemlockTooLowIsResourceExhaustedWithTheFix) {
-  // In a child: lower RLIMIT_MEMLOCK to 64 KiB and drop CAP_IPC_LOCK (the
-  // guest runs as root, which is otherwise exempt), then register 4 MiB.
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    auto report = [&](int code, const std::string& msg) {
-      (void)!write(fds[1], msg.data(), msg.size());
-      _exit(code);
-    };
-    rlimit rl{64 << 10, 64 << 10};
-    if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) report(2, "setrlimit failed");
-    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct d[2] = {};
-    if (syscall(SYS_capget, &h, d) != 0) report(2, "capget failed");
-    d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
-    if (syscall(SYS_capset, &h, d) != 0) report(2, "capset failed");
-    auto dev = fabric_->OpenDevice(0);
-    if (!dev.ok()) report(2, std::string(dev.status().ToString()));
-    std::vector<char> big(4 << 20);
-    auto mr = (*dev)->RegisterMemory(big.data(), big.size(), kLocalWrite);
-    if (mr.ok()) report(1, "registration of 4 MiB succeeded with RLIMIT_MEMLOCK = 64 KiB");
-    report(mr.status().code() == absl::StatusCode::kResourceExhausted ? 0 : 1, std::string(mr.status().ToString()));
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << msg;
-  for (const char* want : {"RESOURCE_EXHAUSTED", "64 KiB", "4 MiB", "ulimit -l unlimited", "limits.conf", "LimitMEMLOCK"}) {
-    EXPECT_TRUE(absl::StrContains(msg, want)) << want << " missing in: " << msg;
-  }
-}
-
 // Runs `body` in a child with RLIMIT_MEMLOCK = `limit` and without
 // CAP_IPC_LOCK (the guest runs as root, which is otherwise exempt). The
 // child reports (exit code, message); returns {exit code, message}.
@@ -345,6 +304,22 @@ std::pair<int, std::string> InLowMemlockChild(rlim_t limit, const std::function<
   int status = 0;
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return {-1, "child died: " + msg};
   return {WEXITSTATUS(status), msg};
+}
+
+TEST_F(VerbsDeviceTest, MemlockTooLowIsResourceExhaustedWithTheFix) {
+  // With RLIMIT_MEMLOCK = 64 KiB (and no CAP_IPC_LOCK), register 4 MiB.
+  auto [code, msg] = InLowMemlockChild(64 << 10, [&]() -> std::pair<int, std::string> {
+    auto dev = fabric_->OpenDevice(0);
+    if (!dev.ok()) return {2, dev.status().ToString()};
+    std::vector<char> big(4 << 20);
+    auto mr = (*dev)->RegisterMemory(big.data(), big.size(), kLocalWrite);
+    if (mr.ok()) return {1, "registration of 4 MiB succeeded with RLIMIT_MEMLOCK = 64 KiB"};
+    return {mr.status().code() == absl::StatusCode::kResourceExhausted ? 0 : 1, mr.status().ToString()};
+  });
+  EXPECT_EQ(code, 0) << msg;
+  for (const char* want : {"RESOURCE_EXHAUSTED", "64 KiB", "4 MiB", "ulimit -l unlimited", "limits.conf", "LimitMEMLOCK"}) {
+    EXPECT_TRUE(absl::StrContains(msg, want)) << want << " missing in: " << msg;
+  }
 }
 
 TEST_F(VerbsDeviceTest, MemlockIsCheckedBeforeRegisteringOnTheProcessTotal) {
