@@ -71,14 +71,31 @@ void SwapTwoResults(History& history, std::mt19937_64& rng) {
   }
 }
 
+// A history generator, and the model name both checkers know it by.
+struct Kind {
+  const char* model;
+  History (*generate)(const GeneratorOptions&);
+};
+
+// Small seeded histories: 2-4 threads, `min_ops` + (0..19) operations over
+// 1..`key_choices` keys and 3 values, with seed-dependent gaps, latencies and
+// (every 4th seed) pending operations.
+GeneratorOptions SmallHistoryOptions(uint64_t seed, int min_ops, int key_choices) {
+  GeneratorOptions options;
+  options.seed = seed;
+  options.threads = 2 + seed % 3;
+  options.ops = min_ops + seed % 20;
+  options.keys = 1 + seed % key_choices;
+  options.values = 3;
+  options.max_gap_ns = 1 + seed % 40;
+  options.max_latency_ns = 20 + (seed * 17) % 100;
+  options.pending_probability = seed % 4 == 0 ? 0.5 : 0;
+  return options;
+}
+
 TEST(RecheckTest, IndependentCheckerAgrees) {
   const std::string python = Python();
   if (python.empty()) GTEST_SKIP() << "python3 not available";
-
-  struct Kind {
-    const char* model;
-    History (*generate)(const GeneratorOptions&);
-  };
   const Kind kinds[] = {
       {"register", GenerateRegisterHistory},
       {"map", GenerateMapHistory},
@@ -93,16 +110,7 @@ TEST(RecheckTest, IndependentCheckerAgrees) {
   for (const Kind& kind : kinds) {
     std::unique_ptr<Model> model = *MakeModel(kind.model);
     for (uint64_t seed = 1; seed <= 40; ++seed) {
-      GeneratorOptions options;
-      options.seed = seed;
-      options.threads = 2 + seed % 3;
-      options.ops = 5 + seed % 20;
-      options.keys = 1 + seed % 3;
-      options.values = 3;
-      options.max_gap_ns = 1 + seed % 40;
-      options.max_latency_ns = 20 + (seed * 17) % 100;
-      options.pending_probability = seed % 4 == 0 ? 0.5 : 0;
-      History history = kind.generate(options);
+      History history = kind.generate(SmallHistoryOptions(seed, /*min_ops=*/5, /*key_choices=*/3));
       if (seed % 3 == 1) CorruptOneResult(history, seed);
       if (seed % 3 == 2) SwapTwoResults(history, rng);
       absl::StatusOr<CheckResult> result = Check(*model, history);
@@ -131,26 +139,13 @@ TEST(RecheckTest, IndependentCheckerAgrees) {
 TEST(RecheckTest, StaleValueCorruptionsAreIllegalForBoth) {
   const std::string python = Python();
   if (python.empty()) GTEST_SKIP() << "python3 not available";
-  struct Kind {
-    const char* model;
-    History (*generate)(const GeneratorOptions&);
-  };
   const Kind kinds[] = {{"register", GenerateRegisterHistory},
                         {"map", GenerateMapHistory}};
   std::vector<std::string> files;
   for (const Kind& kind : kinds) {
     std::unique_ptr<Model> model = *MakeModel(kind.model);
     for (uint64_t seed = 1; seed <= 40; ++seed) {
-      GeneratorOptions options;
-      options.seed = seed;
-      options.threads = 2 + seed % 3;
-      options.ops = 8 + seed % 20;
-      options.keys = 1 + seed % 2;
-      options.values = 3;
-      options.max_gap_ns = 1 + seed % 40;
-      options.max_latency_ns = 20 + (seed * 17) % 100;
-      options.pending_probability = seed % 4 == 0 ? 0.5 : 0;
-      History history = kind.generate(options);
+      History history = kind.generate(SmallHistoryOptions(seed, /*min_ops=*/8, /*key_choices=*/2));
       if (CorruptWithStaleValue(history, seed) < 0) continue;
       absl::StatusOr<CheckResult> result = Check(*model, history);
       ASSERT_TRUE(result.ok()) << result.status();
