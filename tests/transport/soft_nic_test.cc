@@ -423,15 +423,34 @@ TEST(SoftNic, FailedReconnectLeavesACleanErrorNotANullQp) {
   EXPECT_TRUE((*s)->Drain().ok());
 }
 
-// What the NIC itself saw, not what the Session's own counters claim.
+// What the NIC itself saw, not what the Session's own counters claim: every
+// WR a soft device is handed (in post order, on the posting thread) and its
+// stats since construction. The post hook is removed by Stop or on scope exit.
+class PostRecorder {
+ public:
+  explicit PostRecorder(soft::SoftDevice& dev) : dev_(dev), before_(dev.stats()) {
+    dev_.SetPostHook([this](const WorkRequest& wr) { seen_.push_back(wr); });
+  }
+  ~PostRecorder() { dev_.SetPostHook(nullptr); }
+  // Stops recording and returns the WRs seen.
+  const std::vector<WorkRequest>& Stop() {
+    dev_.SetPostHook(nullptr);
+    return seen_;
+  }
+  soft::SoftNicStats StatsSinceStart() const { return dev_.stats() - before_; }
+
+ private:
+  soft::SoftDevice& dev_;
+  const soft::SoftNicStats before_;
+  std::vector<WorkRequest> seen_;
+};
+
 TEST(SoftNic, SessionBatchSignalsOnlyItsLastWorkRequest) {
   auto cluster = SoftCluster(2);
   RemotePtr p = *cluster->node(1).Allocate(64);
   auto s = cluster->NewSession(0);
   ASSERT_TRUE(s.ok());
-  std::vector<WorkRequest> seen;
-  Soft(*cluster, 0).SetPostHook([&](const WorkRequest& wr) { seen.push_back(wr); });
-  const soft::SoftNicStats before = Soft(*cluster, 0).stats();
+  PostRecorder recorder(Soft(*cluster, 0));
   uint64_t r0 = 0, r1 = 0, old = 0;
   {
     Batch b(**s, 1);
@@ -439,8 +458,8 @@ TEST(SoftNic, SessionBatchSignalsOnlyItsLastWorkRequest) {
     b.Write64(p + 24, 6);
     ASSERT_TRUE(b.Execute().ok());
   }
-  const soft::SoftNicStats d = Soft(*cluster, 0).stats() - before;
-  Soft(*cluster, 0).SetPostHook(nullptr);
+  const soft::SoftNicStats d = recorder.StatsSinceStart();
+  const std::vector<WorkRequest>& seen = recorder.Stop();
   EXPECT_EQ(d.wrs_posted, 6u);
   EXPECT_EQ(d.doorbells, 1u);
   EXPECT_EQ(d.signaled_wrs, 1u);
@@ -456,13 +475,11 @@ TEST(SoftNic, BatchFenceMarksExactlyTheNextWorkRequest) {
   RemotePtr p = *cluster->node(1).Allocate(64);
   auto s = cluster->NewSession(0);
   ASSERT_TRUE(s.ok());
-  std::vector<WorkRequest> seen;
-  Soft(*cluster, 0).SetPostHook([&](const WorkRequest& wr) { seen.push_back(wr); });
-  const soft::SoftNicStats before = Soft(*cluster, 0).stats();
+  PostRecorder recorder(Soft(*cluster, 0));
   uint64_t r = 0, old = 0;
   ASSERT_TRUE(Batch(**s, 1).Write64(p, 1).Read(p, &r, 8).Fence().CompareAndSwap(p + 8, 0, 1, &old).Write64(p + 16, 2).Execute().ok());
-  Soft(*cluster, 0).SetPostHook(nullptr);
-  EXPECT_EQ((Soft(*cluster, 0).stats() - before).fenced_wrs, 1u);
+  const std::vector<WorkRequest>& seen = recorder.Stop();
+  EXPECT_EQ(recorder.StatsSinceStart().fenced_wrs, 1u);
   ASSERT_EQ(seen.size(), 4u);
   EXPECT_FALSE(seen[0].fence);
   EXPECT_FALSE(seen[1].fence);
@@ -476,15 +493,13 @@ TEST(SoftNic, SmallSessionWritesArePostedInline) {
   RemotePtr p = *cluster->node(1).Allocate(4096);
   auto s = cluster->NewSession(0);
   ASSERT_TRUE(s.ok());
-  std::vector<WorkRequest> seen;
-  Soft(*cluster, 0).SetPostHook([&](const WorkRequest& wr) { seen.push_back(wr); });
-  const soft::SoftNicStats before = Soft(*cluster, 0).stats();
+  PostRecorder recorder(Soft(*cluster, 0));
   const char msg[] = "inline-16-bytes";  // stack memory, never registered
   ASSERT_TRUE((*s)->Write(p, msg, sizeof msg).ok());
   std::vector<char> big(2048, 'x');  // larger than any inline limit
   ASSERT_TRUE((*s)->Write(p + 64, big.data(), big.size()).ok());
-  Soft(*cluster, 0).SetPostHook(nullptr);
-  EXPECT_EQ((Soft(*cluster, 0).stats() - before).inline_wrs, 1u);
+  const std::vector<WorkRequest>& seen = recorder.Stop();
+  EXPECT_EQ(recorder.StatsSinceStart().inline_wrs, 1u);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_TRUE(seen[0].inline_data);
   EXPECT_EQ(seen[0].length, sizeof msg);
