@@ -48,11 +48,12 @@ absl::Status InitLock(rdma::RemotePtr lock, rdma::NodeId self, const LockInit& i
 
 absl::Status RequireNicAtomics(rdma::Node& node, LockKind kind, absl::string_view user) {
   if (kind == LockKind::kLocalMcs) return absl::OkStatus();  // CPU atomics only
-  if (node.device().caps().atomic_scope != rdma::DeviceCaps::AtomicScope::kNone) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "device ", node.device().name(), " of node ", node.id(), " offers no RDMA atomics (atomic_cap=NONE); ",
-      std::string(user), " needs NIC CAS/FAA for its ", std::string(LockKindName(kind)),
-      " locks; use a device reporting atomic_cap HCA or GLOBAL (or the local-mcs lock, single node only)"));
+  absl::Status s = rdma::RequireAtomics(node.device().caps(), /*need_global=*/false,
+                                        absl::StrCat("device ", node.device().name(), " of node ", node.id()));
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(std::string(user), " needs NIC CAS/FAA for its ",
+                                             std::string(LockKindName(kind)), " locks, but ", std::string(s.message()),
+                                             " (or the local-mcs lock, single node only)"));
 }
 
 absl::StatusOr<LockTable> LockTable::Create(rdma::Node& node, size_t count, const LockInit& init) {

@@ -108,6 +108,14 @@ struct DeviceCaps {
 };
 absl::string_view AtomicScopeName(DeviceCaps::AtomicScope s);
 
+// Refuses a device whose NIC cannot do RDMA atomics (atomic_cap ==
+// IBV_ATOMIC_NONE): FailedPrecondition naming `device_name`, what needs the
+// atomics and what to do. With `need_global`, also refuses kHca (NIC atomics
+// that are not atomic with CPU atomics): only a design that mixes CPU and NIC
+// RMWs on one word would ask for that, and DESIGN §3 says not to.
+absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global = false,
+                            absl::string_view device_name = "the RDMA device");
+
 struct QpOptions {
   uint32_t max_send_wr = 256;
   uint32_t max_inline_data = 64;

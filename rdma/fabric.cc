@@ -31,6 +31,29 @@ absl::string_view AtomicScopeName(DeviceCaps::AtomicScope s) {
   return "?";
 }
 
+absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global, absl::string_view device_name) {
+  switch (caps.atomic_scope) {
+    case DeviceCaps::AtomicScope::kNone:
+      return absl::FailedPreconditionError(absl::StrCat(
+          device_name,
+          " reports atomic_cap=NONE (IBV_ATOMIC_NONE): it cannot execute RDMA compare-and-swap or fetch-and-add, "
+          "which the locks and structures need. Use an RNIC with atomics (ConnectX reports IBV_ATOMIC_HCA; "
+          "so does Soft-RoCE, e.g. inside tools/rxe_vm/rxe_run), or --fabric=soft"));
+    case DeviceCaps::AtomicScope::kHca:
+      if (need_global) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            device_name,
+            " reports atomic_cap = IBV_ATOMIC_HCA: its atomics are atomic only among NIC operations on this "
+            "device, not with CPU atomics on the same word. Give every word one RMW domain (DESIGN §3: NIC-RMW "
+            "words are updated through loopback RDMA) instead of requiring IBV_ATOMIC_GLOB"));
+      }
+      return absl::OkStatus();
+    case DeviceCaps::AtomicScope::kGlobal:
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 soft::SoftDeviceOptions SoftOptionsOf(const FabricOptions& options) {

@@ -4,9 +4,9 @@
 // Start-up checks and pure mappings of the verbs backend. None of these needs
 // a device, so they are unit-tested on the host too.
 //
-// RequireAtomics and MemlockStatus are backend-neutral (they look only at
-// rdma::DeviceCaps and the process's rlimit). They live here because the
-// verbs backend owns rdma/verbs/ only; they can move to rdma/device.h later.
+// MemlockStatus is backend-neutral (it looks only at the process's rlimit).
+// The atomics check, RequireAtomics, is backend-neutral too and lives with
+// DeviceCaps in rdma/device.h.
 
 #include <array>
 #include <cstdint>
@@ -20,14 +20,6 @@
 #include "rdma/device.h"
 
 namespace rdma::verbs {
-
-// Refuses a device whose NIC cannot do RDMA atomics (atomic_cap ==
-// IBV_ATOMIC_NONE): FailedPrecondition naming `device_name`, what needs the
-// atomics and what to do. With `need_global`, also refuses kHca (NIC atomics
-// that are not atomic with CPU atomics): only a design that mixes CPU and NIC
-// RMWs on one word would ask for that, and DESIGN §3 says not to.
-absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global = false,
-                            absl::string_view device_name = "the RDMA device");
 
 // The RLIMIT_MEMLOCK check behind memory registration. OK when `limit_bytes`
 // (RLIM_INFINITY = unlimited) covers `requested_bytes`; otherwise
