@@ -42,35 +42,33 @@
 // own descriptor with CPU loads, and its predecessor hands over with an RDMA
 // WRITE there.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "locks/lock.h"
-#include "locks/rmw_word.h"
+#include "rdma/rmw_word.h"
 #include "rdma/node.h"
 #include "rdma/remote_ptr.h"
+#include "rdma/remote_ref.h"
 #include "rdma/session.h"
 
 namespace locks {
 
 // The lock line. Each field has its own 16-byte slot.
 struct alignas(64) ALockWord {
-  NicWord r_tail;  // RemotePtr raw of the remote cohort's last descriptor; 0 = empty
+  rdma::NicWord r_tail;  // RemotePtr raw of the remote cohort's last descriptor; 0 = empty
   uint64_t pad0_;
-  CpuWord l_tail;  // RemotePtr raw of the local cohort's last descriptor; 0 = empty
+  rdma::CpuWord l_tail;  // RemotePtr raw of the local cohort's last descriptor; 0 = empty
   uint64_t pad1_;
-  PlainWord victim;  // kVictimLocal / kVictimRemote (0 before first use)
+  rdma::PlainWord victim;  // kVictimLocal / kVictimRemote (0 before first use)
   uint64_t pad2_;
-  PlainWord budgets;  // written once by InitLock: low 32 bits local, high 32 remote; 0 = default
+  rdma::PlainWord budgets;  // written once by InitLock: low 32 bits local, high 32 remote; 0 = default
   uint64_t pad3_;
-
-  static constexpr uint64_t kRTailOffset = 0;
-  static constexpr uint64_t kLTailOffset = 16;
-  static constexpr uint64_t kVictimOffset = 32;
-  static constexpr uint64_t kBudgetsOffset = 48;
 
   static uint64_t PackBudgets(Budgets b) {
     return uint64_t{static_cast<uint32_t>(b.local)} | (uint64_t{static_cast<uint32_t>(b.remote)} << 32);
@@ -85,6 +83,9 @@ struct alignas(64) ALockWord {
   }
 };
 static_assert(sizeof(ALockWord) == kLockBytes && alignof(ALockWord) == kLockAlign);
+static_assert(std::is_standard_layout_v<ALockWord>);
+static_assert(offsetof(ALockWord, r_tail) == 0 && offsetof(ALockWord, l_tail) == 16 &&
+              offsetof(ALockWord, victim) == 32 && offsetof(ALockWord, budgets) == 48);
 
 inline constexpr uint64_t kVictimLocal = 1;
 inline constexpr uint64_t kVictimRemote = 2;
@@ -94,15 +95,14 @@ inline constexpr uint64_t kVictimRemote = 2;
 // predecessor writes `budget` and the successor writes `next` with a CPU store
 // (local cohort) or an RDMA WRITE (remote cohort).
 struct alignas(64) ALockDescriptor {
-  PlainWord budget;  // int64: kWaiting (-1) = wait; 0 = run Peterson; >0 = own the lock
-  PlainWord next;    // RemotePtr raw of the successor's descriptor; 0 = none yet
+  rdma::PlainWord budget;  // int64: kWaiting (-1) = wait; 0 = run Peterson; >0 = own the lock
+  rdma::PlainWord next;    // RemotePtr raw of the successor's descriptor; 0 = none yet
   uint64_t pad_[6];
 
-  static constexpr uint64_t kBudgetOffset = 0;
-  static constexpr uint64_t kNextOffset = 8;
   static constexpr int64_t kWaiting = -1;
 };
-static_assert(sizeof(ALockDescriptor) == 64);
+static_assert(sizeof(ALockDescriptor) == 64 && std::is_standard_layout_v<ALockDescriptor>);
+static_assert(offsetof(ALockDescriptor, budget) == 0 && offsetof(ALockDescriptor, next) == 8);
 
 // Test/bench instrumentation. Called on the acquiring thread; must be cheap
 // and thread-safe. Not called at all when no observer is set.
@@ -151,7 +151,7 @@ class BasicALockClient final : public LockClient {
   absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
   absl::Status Unlock(rdma::RemotePtr lock) override;
   Cohort CohortFor(rdma::RemotePtr lock, Path path = Path::kAuto) const override {
-    return path == Path::kAuto && lock.is_local(self()) ? Cohort::kLocal : Cohort::kRemote;
+    return rdma::TakenPath(path, self(), lock.node()) == Path::kNative ? Cohort::kLocal : Cohort::kRemote;
   }
   bool Holds(rdma::RemotePtr lock) const override;
 
@@ -174,7 +174,8 @@ class BasicALockClient final : public LockClient {
   absl::Status PetersonNative(rdma::RemotePtr lock, size_t slot);
   // `line`, if not null, is a READ of the lock line taken after this thread
   // raised its cohort's flag (the fast-path check needs no new READ then).
-  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot, const uint64_t* line);
+  // `line` is a private copy of the lock line, already read when `line_valid`.
+  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line, bool line_valid);
   // Spins (CPU loads) on my descriptor's budget until it is not kWaiting.
   absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
   // Spins on my descriptor's next until set.

@@ -40,13 +40,12 @@
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
 #include "locks/internal.h"
-#include "locks/rmw_word.h"
+#include "rdma/rmw_word.h"
 #include "rdma/session.h"
 
 namespace locks {
 
 namespace alock_detail {
-inline rdma::RemotePtr At(rdma::RemotePtr p, uint64_t offset) { return p + offset; }
 inline uint64_t BudgetWord(int64_t b) { return static_cast<uint64_t>(b); }
 inline const uint64_t kWaitingWord = static_cast<uint64_t>(ALockDescriptor::kWaiting);
 // Longest pause, in Spinner steps, between two READs of a remote Peterson wait.
@@ -106,6 +105,7 @@ bool BasicALockClient<P>::Holds(rdma::RemotePtr lock) const {
 template <typename P>
 absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
   const Cohort cohort = CohortFor(lock, path);
   if (cohort == Cohort::kRemote || P::kMutantLocalCpuOnRTail) {
     if (session() == nullptr) {
@@ -218,7 +218,7 @@ absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) 
   if constexpr (P::kMutantLocalCpuOnRTail) {
     // THE BUG (test-only): a CPU RMW on the NIC's word. NicWord has no such
     // member, so the mutant has to launder the type to even express it.
-    pred = reinterpret_cast<CpuWord&>(w.r_tail).Swap(me.raw(), std::memory_order_seq_cst);
+    pred = reinterpret_cast<rdma::CpuWord&>(w.r_tail).Swap(me.raw(), std::memory_order_seq_cst);
   } else {
     pred = w.l_tail.Swap(me.raw(), std::memory_order_seq_cst);  // raise the local flag
   }
@@ -227,7 +227,7 @@ absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) 
     if (p.is_local(self())) {
       p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
     } else {  // only the mutant can have a predecessor on another node here
-      absl::Status s = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(*session(), me.raw());
+      absl::Status s = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(*session(), me.raw());
       if (!s.ok()) return s;
     }
     auto b = AwaitBudget(lock, slot);
@@ -293,7 +293,7 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
   uint64_t expected = me.raw();
   bool alone;
   if constexpr (P::kMutantLocalCpuOnRTail) {
-    alone = reinterpret_cast<CpuWord&>(w.r_tail).CompareExchange(expected, 0, std::memory_order_seq_cst);
+    alone = reinterpret_cast<rdma::CpuWord&>(w.r_tail).CompareExchange(expected, 0, std::memory_order_seq_cst);
   } else {
     alone = w.l_tail.CompareExchange(expected, 0, std::memory_order_acq_rel);  // lower the local flag
   }
@@ -307,7 +307,7 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
     return absl::OkStatus();
   }
   // Only the mutant can have a successor on another node here.
-  return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(*session(), handed);
+  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(*session(), handed);
 }
 
 // ------------------------------------------------------------ NIC cohort
@@ -322,18 +322,19 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
   // Publish the reset before the NIC can make this descriptor reachable.
   std::atomic_thread_fence(std::memory_order_release);
 
-  const RemoteWord<NicWord> r_tail(lock + ALockWord::kRTailOffset);
+  const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
+  const rdma::RemoteWord<rdma::NicWord> r_tail = line_ref.Field(&ALockWord::r_tail);
   // Swap me into r_tail, betting on an empty queue: CAS 0 -> me, and in the
   // same chain (one doorbell, one round trip) a READ of the whole line. Same
   // QP, so the responder executes the READ after the CAS (no fence: see the
   // top of this file). If the CAS won, that READ is the Peterson fast-path
   // check (taken after my flag went up).
-  alignas(64) uint64_t line[8];
+  ALockWord line;  // a private, typed copy of the lock line
   uint64_t pred = 0;
   {
     rdma::Batch b(s, lock.node());
     r_tail.CasIn(b, 0, me.raw(), &pred);
-    b.Read(lock, line, sizeof line);
+    line_ref.ReadIn(b, &line);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }
   const bool line_valid = pred == 0;
@@ -352,7 +353,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
       // a PlainWord is allowed and saves a NIC op.
       p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
     } else {
-      absl::Status st = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(s, me.raw());
+      absl::Status st = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(s, me.raw());
       if (!st.ok()) return st;
     }
     auto b = AwaitBudget(lock, slot);
@@ -362,33 +363,31 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
       ++stats_.handovers_in[1];
       return absl::OkStatus();
     }
-    return PetersonRemote(lock, slot, nullptr);
+    return PetersonRemote(lock, slot, line, /*line_valid=*/false);
   }
-  return PetersonRemote(lock, slot, line_valid ? line : nullptr);
+  return PetersonRemote(lock, slot, line, line_valid);
 }
 
 template <typename P>
-absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, const uint64_t* seen) {
+absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line, bool line_valid) {
   rdma::Session& s = *session();
   ++stats_.peterson_runs[1];
-  alignas(64) uint64_t line[8];
-  if (seen != nullptr) {
-    std::copy(seen, seen + 8, line);
-  } else if (absl::Status st = s.Read(lock, line, sizeof line); !st.ok()) {
-    return st;
+  const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
+  if (!line_valid) {
+    if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) return st;
   }
   // Fast path: my flag (r_tail) is up; the local cohort's is down.
-  if (line[ALockWord::kLTailOffset / 8] == 0) {
+  if (line.l_tail.Load(std::memory_order_relaxed) == 0) {
     ++stats_.peterson_fast[1];
-    slots_[slot].budget = ALockWord::UnpackBudgets(line[ALockWord::kBudgetsOffset / 8]).remote;
+    slots_[slot].budget = ALockWord::UnpackBudgets(line.budgets.Load(std::memory_order_relaxed)).remote;
     return absl::OkStatus();
   }
   {
     // victim = remote, then read the whole line: one doorbell, one round trip.
     // Same QP: the responder executes the WRITE before the READ.
     rdma::Batch b(s, lock.node());
-    RemoteWord<PlainWord>(lock + ALockWord::kVictimOffset).WriteIn(b, kVictimRemote);
-    b.Read(lock, line, sizeof line);
+    line_ref.Field(&ALockWord::victim).WriteIn(b, kVictimRemote);
+    line_ref.ReadIn(b, &line);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }
   internal::Spinner spin(options_);
@@ -396,8 +395,8 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
   absl::Status result;
   int backoff = 1;
   for (;;) {
-    const uint64_t l_tail = line[ALockWord::kLTailOffset / 8];
-    const uint64_t victim = line[ALockWord::kVictimOffset / 8];
+    const uint64_t l_tail = line.l_tail.Load(std::memory_order_relaxed);
+    const uint64_t victim = line.victim.Load(std::memory_order_relaxed);
     if (l_tail == 0 || victim != kVictimRemote) break;
     if (!waited) {
       waited = true;
@@ -412,14 +411,14 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
       break;
     }
     backoff = std::min(backoff * 2, alock_detail::kMaxPollBackoff);
-    if (absl::Status st = s.Read(lock, line, sizeof line); !st.ok()) {
+    if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) {
       result = st;
       break;
     }
   }
   if (waited && observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kRemote);
   if (!result.ok()) return result;
-  slots_[slot].budget = ALockWord::UnpackBudgets(line[ALockWord::kBudgetsOffset / 8]).remote;
+  slots_[slot].budget = ALockWord::UnpackBudgets(line.budgets.Load(std::memory_order_relaxed)).remote;
   return absl::OkStatus();
 }
 
@@ -427,7 +426,7 @@ template <typename P>
 absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot) {
   rdma::Session& s = *session();
   const rdma::RemotePtr me = Descriptor(slot);
-  auto old = RemoteWord<NicWord>(lock + ALockWord::kRTailOffset).Cas(s, me.raw(), 0);
+  auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).Cas(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();  // no successor: lowered the remote flag
   auto next = AwaitNext(lock, slot);
@@ -438,7 +437,7 @@ absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot
     n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
     return absl::OkStatus();
   }
-  return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(s, handed);
+  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(s, handed);
 }
 
 }  // namespace locks

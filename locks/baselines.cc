@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "locks/rmw_word.h"
+#include "rdma/rmw_word.h"
 
 namespace locks {
 namespace {
@@ -84,10 +84,14 @@ absl::StatusOr<std::unique_ptr<RdmaSpinClient>> RdmaSpinClient::Create(rdma::Nod
 
 absl::Status RdmaSpinClient::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
+  if (path == Path::kNative) {
+    return absl::FailedPreconditionError("rdma-spin always goes through the NIC: request kAuto or kLoopback (use alock or local-mcs for the native path)");
+  }
   if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
   auto slot = held_.Reserve(lock);
   if (!slot.ok()) return slot.status();
-  const RemoteWord<NicWord> word(lock);
+  const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word);
   internal::Spinner spin(options_);
   int backoff = 1;
   for (;;) {
@@ -119,7 +123,7 @@ absl::Status RdmaSpinClient::Unlock(rdma::RemotePtr lock) {
   if (!slot.ok()) return slot.status();
   held_[*slot].lock = rdma::RemotePtr();
   // A plain WRITE of a NIC-domain word: allowed (not an RMW).
-  return RemoteWord<NicWord>(lock).Write(*session(), 0);
+  return rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Write(*session(), 0);
 }
 
 // ------------------------------------------------------------ RDMA MCS
@@ -144,6 +148,10 @@ absl::StatusOr<std::unique_ptr<RdmaMcsClient>> RdmaMcsClient::Create(rdma::Node&
 
 absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
+  if (path == Path::kNative) {
+    return absl::FailedPreconditionError("rdma-mcs always goes through the NIC: request kAuto or kLoopback (use alock or local-mcs for the native path)");
+  }
   if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
   auto slot = held_.Reserve(lock);
   if (!slot.ok()) return slot.status();
@@ -153,7 +161,7 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   d.budget.Store(kWait, std::memory_order_relaxed);
   d.next.Store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  auto pred = RemoteWord<NicWord>(lock).Swap(s, me.raw(), /*guess=*/0);
+  auto pred = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Swap(s, me.raw(), /*guess=*/0);
   if (!pred.ok()) return pred.status();
   if (*pred != 0) {
     // Always through the NIC, even when the predecessor is on this node.
@@ -161,7 +169,7 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
       return st;
     }
     const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
-    if (absl::Status st = RemoteWord<PlainWord>(p + ALockDescriptor::kNextOffset).Write(s, me.raw()); !st.ok()) {
+    if (absl::Status st = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(s, me.raw()); !st.ok()) {
       return st;
     }
     // Wait for exactly kGo, not just "no longer kWait": an RDMA WRITE is not
@@ -192,7 +200,7 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
   held_[*slot].lock = rdma::RemotePtr();
   rdma::Session& s = *session();
   const rdma::RemotePtr me = Descriptor(*slot);
-  auto old = RemoteWord<NicWord>(lock).Cas(s, me.raw(), 0);
+  auto old = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Cas(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();
   ALockDescriptor& d = *me.local<ALockDescriptor>();
@@ -213,7 +221,7 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
     return st;
   }
   const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(next);
-  return RemoteWord<PlainWord>(n + ALockDescriptor::kBudgetOffset).Write(s, kGo);
+  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(s, kGo);
 }
 
 // ------------------------------------------------------------ local MCS
@@ -238,14 +246,14 @@ absl::StatusOr<std::unique_ptr<LocalMcsClient>> LocalMcsClient::Create(rdma::Nod
 
 absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
-  if (!lock.is_local(self()) || path != Path::kAuto) {
+  if (!lock.is_local(self()) || rdma::TakenPath(path, self(), lock.node()) != Path::kNative) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local-mcs is native-only: lock on node ", lock.node(), " requested from node ", self(),
         path == Path::kLoopback ? " over loopback" : "", " (use alock, rdma-mcs or rdma-spin for NIC paths)"));
   }
   auto slot = held_.Reserve(lock);
   if (!slot.ok()) return slot.status();
-  CpuWord& tail = *lock.local<CpuWord>();
+  rdma::CpuWord& tail = lock.local<CpuLockLine>()->tail;
   const rdma::RemotePtr me = Descriptor(*slot);
   ALockDescriptor& d = *me.local<ALockDescriptor>();
   d.budget.Store(kWait, std::memory_order_relaxed);
@@ -266,7 +274,7 @@ absl::Status LocalMcsClient::Unlock(rdma::RemotePtr lock) {
   auto slot = held_.Held(lock);
   if (!slot.ok()) return slot.status();
   held_[*slot].lock = rdma::RemotePtr();
-  CpuWord& tail = *lock.local<CpuWord>();
+  rdma::CpuWord& tail = lock.local<CpuLockLine>()->tail;
   const rdma::RemotePtr me = Descriptor(*slot);
   uint64_t expected = me.raw();
   if (tail.CompareExchange(expected, 0, std::memory_order_acq_rel)) return absl::OkStatus();

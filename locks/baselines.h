@@ -19,15 +19,33 @@
 //                   lock of another node or Path::kLoopback: FailedPrecondition).
 //                   The native ceiling: 0 NIC ops.
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "locks/alock.h"
 #include "locks/internal.h"
 #include "locks/lock.h"
 #include "rdma/node.h"
+#include "rdma/remote_ref.h"
+#include "rdma/rmw_word.h"
 #include "rdma/session.h"
 
 namespace locks {
+
+// The lock lines of the baselines: one word at the start of a kLockBytes line.
+// RDMA spin and RDMA MCS take theirs with NIC atomics only (every thread goes
+// through the NIC, local ones over loopback); local MCS with CPU atomics only.
+struct alignas(64) NicLockLine {
+  rdma::NicWord word;  // spin: 0 or the holder's token; MCS: raw RemotePtr of the tail descriptor
+  uint64_t pad_[7];
+};
+struct alignas(64) CpuLockLine {
+  rdma::CpuWord tail;  // raw RemotePtr of the tail descriptor; 0 = free
+  uint64_t pad_[7];
+};
+static_assert(sizeof(NicLockLine) == kLockBytes && offsetof(NicLockLine, word) == 0);
+static_assert(sizeof(CpuLockLine) == kLockBytes && offsetof(CpuLockLine, tail) == 0);
 
 class RdmaSpinClient final : public LockClient {
  public:

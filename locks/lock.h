@@ -41,10 +41,13 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/attributes.h"
+#include "absl/base/internal/raw_logging.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "rdma/node.h"
+#include "rdma/path.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
 
@@ -64,12 +67,11 @@ enum class LockKind {
 absl::string_view LockKindName(LockKind k);
 absl::StatusOr<LockKind> ParseLockKind(absl::string_view name);
 
-// How a thread on the lock's node reaches it. Threads on other nodes always use
-// the remote path.
-enum class Path {
-  kAuto,      // native (CPU) when the lock is on my node, else remote
-  kLoopback,  // always through the NIC, over the loopback QP when on my node
-};
+// How a thread reaches a lock: rdma::Path (rdma/path.h). kAuto: native (CPU)
+// when the lock is on my node, else remote; kLoopback: through the NIC even
+// when on my node; kNative / kRemote: insist on that path (InvalidArgument
+// when the lock's node does not allow it).
+using rdma::Path;
 
 // Which side of an ALock an acquire joined: the native (CPU) cohort or the
 // NIC (remote + loopback) cohort. For the other kinds, kLocal means "served by
@@ -184,19 +186,26 @@ absl::StatusOr<std::unique_ptr<LockClient>> NewLockClient(LockKind kind, rdma::N
                                                           const ClientOptions& options = {});
 
 // RAII: Lock in the constructor, Unlock in Release() or the destructor.
-// Check status() before entering the critical section.
+// Check status() before entering the critical section. Call Release() to see
+// Unlock's status; if the destructor has to unlock and that fails, it logs the
+// error to stderr (a destructor cannot return it, and it must not vanish).
 class LockGuard {
  public:
   LockGuard(LockClient& client, rdma::RemotePtr lock, Path path = Path::kAuto)
       : client_(&client), lock_(lock), status_(client.Lock(lock, path)) {}
-  ~LockGuard() { (void)Release(); }
+  ~LockGuard() {
+    if (absl::Status s = Release(); !s.ok()) {
+      ABSL_RAW_LOG(ERROR, "locks::LockGuard: Unlock of %d:0x%llx failed in the destructor: %s", int{lock_.node()},
+                   static_cast<unsigned long long>(lock_.address()), s.ToString().c_str());
+    }
+  }
   LockGuard(const LockGuard&) = delete;
   LockGuard& operator=(const LockGuard&) = delete;
 
   const absl::Status& status() const { return status_; }
   bool ok() const { return status_.ok(); }
   // Unlocks now (once). Returns Unlock's status, or OK if not held.
-  absl::Status Release() {
+  ABSL_MUST_USE_RESULT absl::Status Release() {
     if (client_ == nullptr || !status_.ok()) return absl::OkStatus();
     LockClient* c = std::exchange(client_, nullptr);
     return c->Unlock(lock_);

@@ -31,10 +31,29 @@ struct SessionOptions {
 
 class Session;
 
-// A chain of work requests to one node, posted with one doorbell. Only the
-// last WR is signaled (selective signaling); small WRITEs go inline. Results
-// of Read/CompareAndSwap/FetchAndAdd are written to the caller's pointers when
-// Execute returns OK. A Batch borrows its Session: one at a time per session.
+// A chain of work requests to one node, posted on the session's RC QP to that
+// node (docs/design.md §5). Contract:
+//  * One doorbell per Execute or PostWithoutWaiting, however many WRs.
+//  * Selective signaling: only the last WR is signaled. A failing WR still
+//    completes with its error (as in verbs); the QP then enters the error
+//    state, and the WRs after it complete as flushed.
+//  * Order: every chain this session posts to one node goes on the same RC QP,
+//    and the responder executes that QP's WRs in posting order, within a
+//    chain and across chains. So a later READ or atomic sees the effect of an
+//    earlier WRITE or atomic of the same QP without any fence (ALock's
+//    {CAS, READ} and the hash map's WRITE-then-unlock-CAS rely on this), and
+//    completions come back in order. Nothing orders WRs sent to different
+//    nodes, and the words of a single READ/WRITE land in no fixed order (see
+//    Session::Read).
+//  * WRITEs up to the QP's inline limit (the device's, capped at 64 bytes) are
+//    posted inline. Every WRITE payload is copied into the session's scratch
+//    buffer when it is added, so the caller's buffer may be reused at once.
+//  * Results of Read/CompareAndSwap/FetchAndAdd are written to the caller's
+//    pointers only when Execute returns OK.
+//  * A mistake while building (a pointer on another node or outside its arena,
+//    scratch or send queue too small) is sticky: later additions are ignored
+//    and Execute/PostWithoutWaiting return the first error.
+// A Batch borrows its Session: one open Batch per session at a time.
 class Batch {
  public:
   Batch(Session& session, NodeId target);
@@ -47,7 +66,16 @@ class Batch {
   Batch& Write64(RemotePtr dst, uint64_t value) { return Write(dst, &value, sizeof value); }
   Batch& CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired, uint64_t* old_out);
   Batch& FetchAndAdd(RemotePtr word, uint64_t add, uint64_t* old_out);
-  // The next WR does not start before earlier READs/atomics completed.
+  // Sets the fence flag (IBV_SEND_FENCE) on the next WR added: that WR does not
+  // start before every earlier READ and atomic on this QP has completed. In-order
+  // execution at the responder already makes a later READ/atomic see an earlier
+  // WRITE/atomic, so a fence is needed only where a later WR must not overtake
+  // an earlier READ/atomic (RC lets a later WRITE do that). The library posts
+  // no fences: on Soft-RoCE (rxe) a fenced READ or atomic can stall forever
+  // after a retransmission (tests/verbs/README.md "rxe fence";
+  // docs/design.md §6), and the completion deadline's message then names it.
+  // A fenced WRITE is safe on rxe. The soft NIC, which executes a QP's WRs one
+  // at a time, honours fences trivially.
   Batch& Fence();
 
   size_t size() const { return wrs_.size(); }
@@ -55,9 +83,16 @@ class Batch {
   // Posts the chain (one doorbell) and waits for the last WR (one round trip).
   // On error, says which WR failed; the QP is then in error (Reconnect).
   absl::Status Execute();
-  // Posts the chain (one doorbell) without waiting. Only inline WRITEs are
-  // allowed, since nothing else may be touched until completion. An error
-  // surfaces on the session's next wait on this node (or Drain).
+  // Posts the chain (one doorbell) and returns without waiting (no round trip
+  // is counted). Only inline WRITEs are allowed; anything else fails with
+  // InvalidArgument and posts nothing. A READ or atomic would need its result
+  // buffer, and a non-inline WRITE its scratch payload, to stay untouched until
+  // completion; an inline payload is copied at post. The WRITEs still take
+  // send-queue slots until a later signaled WR on this QP completes, and they
+  // execute before anything posted later to the same node: e.g. the hash map's
+  // slot WRITE, followed by the unlocking CAS whose completion proves it landed.
+  // An error completion surfaces at the session's next wait or post on this
+  // node (or in Drain); the QP is then in error (Reconnect).
   absl::Status PostWithoutWaiting();
 
  private:
@@ -97,12 +132,32 @@ class Session {
   int num_nodes() const { return static_cast<int>(qps_.size()); }
   const SessionOptions& options() const { return options_; }
 
-  // Single verbs: one WR, one doorbell, one round trip each.
+  // Single verbs: one WR, one doorbell, one round trip each (a one-WR Batch).
+  //
+  // Read/Write contract (docs/design.md §5):
+  //  * Each aligned 8-byte word of the transfer is copied whole, i.e. single-copy
+  //    atomic against CPU loads and stores of that word, on real RNICs and on
+  //    the soft NIC's default mode. NOT on Soft-RoCE (rxe), which copies
+  //    payloads byte by byte, so a CPU load racing a WRITE can see a word half
+  //    written and a READ racing a CPU store can return a mixed word (the soft
+  //    NIC's byte_granular_copies mode does the same); see docs/design.md §3.
+  //    Bytes outside whole aligned words have no such guarantee anywhere.
+  //  * The words of one READ or WRITE land in no fixed order, so a multi-word
+  //    READ racing a writer can return any mix of old and new words: validate
+  //    (checksums, versions) rather than assume a snapshot.
+  //  * Separate WRs are ordered only as RC orders them: all of this session's
+  //    WRs to one node go on one QP, whose responder executes them in posting
+  //    order, so a later READ or atomic on it sees an earlier WRITE's data, and
+  //    completions come back in order. WRs to different nodes are unordered.
   absl::Status Read(RemotePtr src, void* dst, size_t len);
   absl::Status Write(RemotePtr dst, const void* src, size_t len);
+  // One aligned 8-byte word: whole per the contract above, except on rxe.
   absl::StatusOr<uint64_t> Read64(RemotePtr src);
   absl::Status Write64(RemotePtr dst, uint64_t value);
   // NIC-domain atomics; return the old value. `word` must be 8-byte aligned.
+  // Atomic only among NIC atomics on the target's device, not with CPU atomics
+  // on the same word (docs/design.md §3): use them on NicWord fields only,
+  // through rdma::RemoteRef<T>::Field (rdma/remote_ref.h).
   absl::StatusOr<uint64_t> CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired);
   absl::StatusOr<uint64_t> FetchAndAdd(RemotePtr word, uint64_t add);
 

@@ -35,7 +35,7 @@
 #include "absl/base/attributes.h"
 #include "locks/alock.h"
 #include "locks/lock.h"
-#include "locks/rmw_word.h"
+#include "rdma/rmw_word.h"
 #include "rdma/remote_ptr.h"
 
 namespace structures::hash_map_internal {
@@ -135,7 +135,7 @@ struct SlotLayout {
 // the group-lock holder (plain CPU stores or an RDMA WRITE), read by anyone.
 template <size_t kWords>
 struct Slot {
-  locks::PlainWord w[kWords];
+  rdma::PlainWord w[kWords];
 };
 
 // One group in registered memory.

@@ -4,7 +4,7 @@
 // The hash map's CPU path: how a thread on a group's home node reads and
 // writes the group's slots with CPU loads and stores. The NIC may copy the
 // same words at the same time (remote READs and WRITEs), so every access is an
-// 8-byte atomic load or plain store through locks::PlainWord (std::atomic_ref;
+// 8-byte atomic load or plain store through rdma::PlainWord (std::atomic_ref;
 // the soft NIC uses 8-byte __atomic accesses, so TSan sees no race). No word
 // of a slot is ever read-modify-written, by either side.
 

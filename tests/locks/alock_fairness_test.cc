@@ -61,18 +61,21 @@ struct FairnessCase {
 
 class ALockFairness : public ::testing::TestWithParam<FairnessCase> {};
 
-TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
-  const Budgets budgets = GetParam().budgets;
+// One run of the experiment: five threads, both cohorts, one lock. Checks the
+// bound and that every thread finished; returns the Peterson waits per cohort
+// in `waits`.
+void RunOnce(const FairnessCase& param, uint64_t waits[2]) {
+  const Budgets budgets = param.budgets;
   rdma::ClusterOptions o;
   o.num_nodes = 2;
   o.node.arena_bytes = 2 << 20;
   o.fabric.kind = FabricUnderTest();
-  o.fabric.soft_byte_granular_copies = GetParam().byte_copies;
+  o.fabric.soft_byte_granular_copies = param.byte_copies;
   auto cluster = std::move(*rdma::Cluster::Create(o));
-  if (GetParam().byte_copies) {
+  if (param.byte_copies) {
     for (rdma::NodeId n : {0, 1}) {
       if (auto* dev = rdma::soft::AsSoftDevice(cluster->node(n).device())) {
-        dev->SetByteCopiesDescending(GetParam().descending);
+        dev->SetByteCopiesDescending(param.descending);
         dev->faults().SetCopyHook([](uint64_t byte) {
           if (byte % 8 == 3) std::this_thread::yield();
         });
@@ -155,7 +158,7 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
     EXPECT_EQ(errors[i], "") << "thread " << i;
     EXPECT_EQ(done[i], iterations) << "thread " << i << " starved";
   }
-  uint64_t waits[2] = {0, 0};
+  waits[0] = waits[1] = 0;
   for (const ALockStats& s : stats) {
     waits[0] += s.peterson_waits[0];
     waits[1] += s.peterson_waits[1];
@@ -163,19 +166,35 @@ TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
   std::printf("[%s] local: %lu acquisitions, longest run while remote waited %lu (budget %d), %lu Peterson waits\n"
               "[%s] remote: %lu acquisitions, longest run while local waited %lu (budget %d), %lu Peterson waits;"
               " %lu cohort switches\n",
-              GetParam().name.c_str(), (unsigned long)tracker.acquisitions[0], (unsigned long)tracker.max_run[0],
-              budgets.local, (unsigned long)waits[0], GetParam().name.c_str(),
+              param.name.c_str(), (unsigned long)tracker.acquisitions[0], (unsigned long)tracker.max_run[0],
+              budgets.local, (unsigned long)waits[0], param.name.c_str(),
               (unsigned long)tracker.acquisitions[1], (unsigned long)tracker.max_run[1], budgets.remote,
               (unsigned long)waits[1], (unsigned long)tracker.cohort_switches);
   // The promised bound.
   EXPECT_LE(tracker.max_run[0], static_cast<uint64_t>(budgets.local));
   EXPECT_LE(tracker.max_run[1], static_cast<uint64_t>(budgets.remote));
-  // Not vacuous: both cohorts waited for each other, and runs were measured.
-  EXPECT_GT(waits[0], 0u);
-  EXPECT_GT(waits[1], 0u);
   EXPECT_GT(tracker.runs_counted[0] + tracker.runs_counted[1], 0u);
   EXPECT_EQ(tracker.acquisitions[0], 2u * iterations);
   EXPECT_EQ(tracker.acquisitions[1], 3u * iterations);
+}
+
+TEST_P(ALockFairness, NoCohortRunsPastItsBudgetWhileTheOtherWaits) {
+  // The bound is checked in every run. Not vacuous: each cohort must have
+  // waited for the other in some run. Whether a given run makes the remote
+  // cohort wait depends on scheduling (with byte copies and budget 1 on a
+  // loaded 2-core machine, a run can have none), so up to kRuns runs may be
+  // needed to see both.
+  constexpr int kRuns = 4;
+  uint64_t total[2] = {0, 0};
+  for (int run = 0; run < kRuns && (total[0] == 0 || total[1] == 0); ++run) {
+    uint64_t waits[2];
+    RunOnce(GetParam(), waits);
+    if (HasFailure()) return;
+    total[0] += waits[0];
+    total[1] += waits[1];
+  }
+  EXPECT_GT(total[0], 0u) << "the local cohort never waited in " << kRuns << " runs";
+  EXPECT_GT(total[1], 0u) << "the remote cohort never waited in " << kRuns << " runs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Budgets, ALockFairness,

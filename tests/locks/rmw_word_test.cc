@@ -1,16 +1,28 @@
 // RMW-domain words: the compile-time rules (misuse does not compile; checked
 // with concepts so this file itself fails to build if a forbidden member ever
-// appears), the layout promises, and the operations on both sides.
+// appears), the layout promises, and the operations on both sides. The word
+// types and RemoteRef live in rdma/; the lock lines whose fields are checked
+// here live in locks/.
 
-#include "locks/rmw_word.h"
+#include "rdma/rmw_word.h"
 
+#include <cstddef>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "locks/alock.h"
+#include "locks/baselines.h"
 #include "rdma/cluster.h"
+#include "rdma/remote_ref.h"
 
 namespace locks {
 namespace {
+
+using rdma::CpuWord;
+using rdma::NicWord;
+using rdma::PlainWord;
+using rdma::RemoteRef;
+using rdma::RemoteWord;
 
 // --- Misuse must fail to compile. Each concept is true iff the expression
 // compiles; the static_asserts pin down which ones must not.
@@ -61,6 +73,60 @@ static_assert(sizeof(NicWord) == 8 && alignof(NicWord) == 8 && std::is_standard_
 static_assert(sizeof(PlainWord) == 8 && alignof(PlainWord) == 8 && std::is_trivially_destructible_v<PlainWord>);
 static_assert(sizeof(RemoteWord<NicWord>) == 8);
 
+// --- The domain comes from the field: a handle derived from a struct member
+// can only do what the member's declared type allows.
+template <auto kMember>
+concept FieldHasNicCas = requires(RemoteRef<ALockWord> line, rdma::Session& s) {
+  line.Field(kMember).Cas(s, uint64_t{0}, uint64_t{1});
+};
+template <auto kMember>
+concept FieldHasNicSwap = requires(RemoteRef<ALockWord> line, rdma::Session& s) {
+  line.Field(kMember).Swap(s, uint64_t{1});
+};
+template <auto kMember>
+concept FieldHasNicFetchAddIn = requires(RemoteRef<ALockWord> line, rdma::Batch& b, uint64_t* o) {
+  line.Field(kMember).FetchAddIn(b, uint64_t{1}, o);
+};
+template <auto kMember>
+concept FieldHasCpuSwap = requires(ALockWord& line) { (line.*kMember).Swap(uint64_t{1}); };
+// ALock's r_tail is NIC-domain: NIC RMWs compile, CPU RMWs do not.
+static_assert(FieldHasNicCas<&ALockWord::r_tail> && FieldHasNicSwap<&ALockWord::r_tail> &&
+              FieldHasNicFetchAddIn<&ALockWord::r_tail>);
+static_assert(!FieldHasCpuSwap<&ALockWord::r_tail>, "a CPU RMW on the NIC-domain r_tail must not compile");
+// ALock's l_tail is CPU-domain: the reverse. This is the bug the issue named:
+// RemoteWord<NicWord>(lock + kLTailOffset).Cas(...) used to compile.
+static_assert(!FieldHasNicCas<&ALockWord::l_tail> && !FieldHasNicSwap<&ALockWord::l_tail> &&
+                  !FieldHasNicFetchAddIn<&ALockWord::l_tail>,
+              "a NIC RMW on the CPU-domain l_tail must not compile");
+static_assert(FieldHasCpuSwap<&ALockWord::l_tail>);
+// victim and budgets are plain: no RMW from either side.
+static_assert(!FieldHasNicCas<&ALockWord::victim> && !FieldHasCpuSwap<&ALockWord::victim> &&
+              !FieldHasNicCas<&ALockWord::budgets>);
+// A word handle cannot be made from a raw pointer, so no caller can pick the
+// domain for an offset: neither by constructor nor by At/Checked.
+template <typename W>
+concept WordAtPointer = requires(rdma::RemotePtr p) { RemoteRef<W>::At(p); };
+template <typename W>
+concept WordCheckedAtPointer = requires(rdma::RemotePtr p) { RemoteRef<W>::Checked(p); };
+static_assert(!std::is_constructible_v<RemoteWord<NicWord>, rdma::RemotePtr> &&
+              !std::is_constructible_v<RemoteWord<CpuWord>, rdma::RemotePtr> &&
+              !std::is_constructible_v<RemoteWord<PlainWord>, rdma::RemotePtr>);
+static_assert(!WordAtPointer<NicWord> && !WordAtPointer<CpuWord> && !WordAtPointer<PlainWord> &&
+              !WordCheckedAtPointer<NicWord>);
+static_assert(WordAtPointer<ALockWord> && WordAtPointer<NicLockLine>);
+// The handle's type is exactly the member's.
+static_assert(std::is_same_v<decltype(RemoteRef<ALockWord>{}.Field(&ALockWord::r_tail)), RemoteWord<NicWord>>);
+static_assert(std::is_same_v<decltype(RemoteRef<CpuLockLine>{}.Field(&CpuLockLine::tail)), RemoteWord<CpuWord>>);
+
+// Test lines: one word of each domain, as a structure would declare them.
+struct alignas(64) TestLine {
+  NicWord nic;
+  CpuWord cpu;
+  PlainWord plain;
+  uint64_t pad_[5];
+};
+static_assert(offsetof(TestLine, nic) == 0 && offsetof(TestLine, cpu) == 8 && offsetof(TestLine, plain) == 16);
+
 std::unique_ptr<rdma::Cluster> SoftCluster(int nodes) {
   rdma::ClusterOptions o;
   o.num_nodes = nodes;
@@ -86,11 +152,11 @@ TEST(CpuWord, CpuOperations) {
 
 TEST(RemoteWord, NicWordAtomicsRemoteAndLoopback) {
   auto cluster = SoftCluster(2);
-  rdma::RemotePtr p = *cluster->node(0).Allocate(64);
-  NicWord& local = *p.local<NicWord>();
+  const auto line = RemoteRef<TestLine>::At(*cluster->node(0).Allocate(64));
+  NicWord& local = line.Local(0).nic;
   for (rdma::NodeId from : {rdma::NodeId{1}, rdma::NodeId{0}}) {  // remote, then loopback
     auto s = std::move(*cluster->NewSession(from));
-    RemoteWord<NicWord> r(p);
+    const RemoteWord<NicWord> r = line.Field(&TestLine::nic);
     local.Store(0);
     EXPECT_EQ(*r.Cas(*s, 0, 10), 0u);
     EXPECT_EQ(*r.Cas(*s, 0, 20), 10u);  // failed
@@ -119,10 +185,10 @@ TEST(RemoteWord, NicWordAtomicsRemoteAndLoopback) {
 
 TEST(RemoteWord, CpuWordIsReadAndPlainlyWrittenRemotely) {
   auto cluster = SoftCluster(2);
-  rdma::RemotePtr p = *cluster->node(0).Allocate(64);
-  CpuWord& local = *p.local<CpuWord>();
+  const auto line = RemoteRef<TestLine>::At(*cluster->node(0).Allocate(64));
+  CpuWord& local = line.Local(0).cpu;
   auto s = std::move(*cluster->NewSession(1));
-  RemoteWord<CpuWord> r(p);
+  const RemoteWord<CpuWord> r = line.Field(&TestLine::cpu);
   local.FetchAdd(41);
   EXPECT_EQ(*r.Read(*s), 41u);
   ASSERT_TRUE(r.Write(*s, 5).ok());
@@ -130,13 +196,36 @@ TEST(RemoteWord, CpuWordIsReadAndPlainlyWrittenRemotely) {
   EXPECT_EQ(&r.Local(0), &local);
 }
 
-#ifndef NDEBUG
-TEST(RemoteWordDeathTest, LocalAccessToAnotherNodesWordAbortsInDebug) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  RemoteWord<CpuWord> r(rdma::RemotePtr(1, uint64_t{0x1000}));
-  EXPECT_DEATH(r.Local(0), "another node");
+TEST(RemoteRef, FieldsSitAtTheirOffsetsAndWholeLinesReadIntoTypedCopies) {
+  auto cluster = SoftCluster(2);
+  const auto line = RemoteRef<TestLine>::At(*cluster->node(0).Allocate(64));
+  EXPECT_EQ(line.Field(&TestLine::cpu).ptr(), line.ptr() + 8);
+  EXPECT_EQ(line.Field(&TestLine::plain).ptr(), line.ptr() + 16);
+  line.Local(0).cpu.Store(3);
+  line.Local(0).plain.Store(4);
+  auto s = std::move(*cluster->NewSession(1));
+  TestLine copy;
+  ASSERT_TRUE(line.ReadInto(*s, &copy).ok());
+  EXPECT_EQ(copy.cpu.Load(), 3u);
+  EXPECT_EQ(copy.plain.Load(), 4u);
+  // A trivially copyable pointee reads as a value in one line.
+  struct Pair {
+    uint64_t a, b;
+  };
+  const auto pair = RemoteRef<Pair>::At(line.ptr() + 32);
+  ASSERT_TRUE(pair.Write(*s, Pair{7, 8}).ok());
+  absl::StatusOr<Pair> back = pair.Read(*s);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->a + back->b, 15u);
+  EXPECT_FALSE(RemoteRef<TestLine>::Checked(line.ptr() + 8).ok());  // misaligned: an error, not UB
+  EXPECT_FALSE(RemoteRef<TestLine>::Checked(rdma::RemotePtr()).ok());
 }
-#endif
+
+TEST(RemoteRefDeathTest, MisuseAbortsInEveryBuild) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(RemoteRef<TestLine>::At(rdma::RemotePtr(0, uint64_t{0x1008})), "aligned");
+  EXPECT_DEATH(RemoteRef<TestLine>::At(rdma::RemotePtr(1, uint64_t{0x1000})).Local(0), "node 1");
+}
 
 }  // namespace
 }  // namespace locks

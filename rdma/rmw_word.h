@@ -1,5 +1,5 @@
-#ifndef LOCKS_RMW_WORD_H_
-#define LOCKS_RMW_WORD_H_
+#ifndef RDMA_RMW_WORD_H_
+#define RDMA_RMW_WORD_H_
 
 // RMW-domain words (DESIGN §3): the types that make "who may read-modify-write
 // this 8-byte word" visible, and enforce it.
@@ -24,34 +24,31 @@
 // is atomic (std::atomic_ref), because the NIC may copy the same word at any
 // time (the soft NIC uses 8-byte __atomic loads/stores; TSan checks this).
 //
-// Remote (NIC-side) access goes through RemoteWord<W>, a RemotePtr that is
-// known to point at a W. It works for the remote and the loopback path alike
-// (the Session picks the QP by the pointer's node).
+// Remote (NIC-side) access goes through rdma::RemoteRef<W> (remote_ref.h),
+// which is only ever derived from the field of a struct declared with that
+// word type (`RemoteRef<ALockWord>::At(p).Field(&ALockWord::r_tail)`), never
+// from a caller-chosen offset. So the domain comes from the declaration:
 //
-// Misuse fails to compile:
-//   NicWord& w = ...;          w.Cas(0, 1);            // error: NicWord has no CPU RMW
-//   RemoteWord<CpuWord> r(p);  r.Cas(session, 0, 1);   // error: constraint not satisfied
-//   RemoteWord<PlainWord> q(p);q.FetchAdd(session, 1); // error: constraint not satisfied
+//   w.Cas(0, 1);                       // w a NicWord&: error, no CPU RMW
+//   line.Field(&ALockWord::l_tail)     // a RemoteRef<CpuWord>:
+//       .Cas(session, 0, 1);           //   error, constraint not satisfied
+//   RemoteRef<NicWord>::At(p);         // error: words come from fields only
+//
 // tests/locks/rmw_word_test.cc asserts these with concepts (static_assert), so
 // a change that re-adds such a member breaks the build of that test.
-// Misuse that the type system cannot see (RemoteWord::Local on a pointer that
-// is not on this node, a misaligned word) aborts in debug builds.
+// Misuse that the type system cannot see (Local() on a pointer that is not on
+// this node, a misaligned object) aborts with a message in every build.
 //
 // What the types cannot police: raw rdma::Session::CompareAndSwap on a
 // RemotePtr, or reinterpret_cast to a different word type. Do not do that
 // for words in shared structures; declare the field with the right type.
 
 #include <atomic>
-#include <cassert>
 #include <cstdint>
 #include <type_traits>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "rdma/remote_ptr.h"
-#include "rdma/session.h"
 
-namespace locks {
+namespace rdma {
 
 enum class RmwDomain {
   kCpu,   // CPU atomics only
@@ -145,80 +142,6 @@ concept RmwWord = std::is_base_of_v<internal::WordBase, W> && sizeof(W) == 8 && 
 
 static_assert(RmwWord<CpuWord> && RmwWord<NicWord> && RmwWord<PlainWord>);
 
-// A RemotePtr that points at a W: the NIC-side handle of a word. Cheap to
-// copy (8 bytes). Every method is one work request; the blocking ones cost one
-// doorbell and one round trip, the *In ones add a WR to a caller's Batch (same
-// target node) so several go out with one doorbell.
-template <RmwWord W>
-class RemoteWord {
- public:
-  using Word = W;
-  constexpr RemoteWord() = default;
-  constexpr explicit RemoteWord(rdma::RemotePtr p) : ptr_(p) {}
+}  // namespace rdma
 
-  constexpr rdma::RemotePtr ptr() const { return ptr_; }
-
-  // The word itself, for CPU access by a thread on the owning node. Aborts in
-  // debug builds when the word is not on `self`.
-  W& Local(rdma::NodeId self) const {
-    assert(ptr_.is_local(self) && "RemoteWord::Local on a word of another node");
-    assert(ptr_.address() % 8 == 0 && "misaligned RMW word");
-    return *ptr_.local<W>();
-  }
-
-  // --- Any domain: RDMA READ (single-copy atomic) and plain RDMA WRITE.
-  absl::StatusOr<uint64_t> Read(rdma::Session& s) const { return s.Read64(ptr_); }
-  absl::Status Write(rdma::Session& s, uint64_t v) const { return s.Write64(ptr_, v); }
-  void ReadIn(rdma::Batch& b, uint64_t* out) const { b.Read(ptr_, out, 8); }
-  void WriteIn(rdma::Batch& b, uint64_t v) const { b.Write64(ptr_, v); }
-
-  // --- NIC domain only: NIC atomics. Each returns the old value.
-  absl::StatusOr<uint64_t> Cas(rdma::Session& s, uint64_t expected, uint64_t desired) const
-    requires(W::kDomain == RmwDomain::kNic)
-  {
-    assert(ptr_.address() % 8 == 0 && "misaligned NIC atomic");
-    return s.CompareAndSwap(ptr_, expected, desired);
-  }
-  absl::StatusOr<uint64_t> FetchAdd(rdma::Session& s, uint64_t delta) const
-    requires(W::kDomain == RmwDomain::kNic)
-  {
-    assert(ptr_.address() % 8 == 0 && "misaligned NIC atomic");
-    return s.FetchAndAdd(ptr_, delta);
-  }
-  // Verbs has no swap: a CAS loop starting from `guess` (the caller's best
-  // guess of the current value; 0 for an empty queue tail). One NIC op and one
-  // round trip when the guess is right, one more per miss. `attempts`, if
-  // given, receives the number of CAS operations issued.
-  absl::StatusOr<uint64_t> Swap(rdma::Session& s, uint64_t desired, uint64_t guess = 0,
-                                int* attempts = nullptr) const
-    requires(W::kDomain == RmwDomain::kNic)
-  {
-    int n = 0;
-    for (;;) {
-      ++n;
-      auto old = Cas(s, guess, desired);
-      if (!old.ok() || *old == guess) {
-        if (attempts != nullptr) *attempts = n;
-        return old;
-      }
-      guess = *old;
-    }
-  }
-  void CasIn(rdma::Batch& b, uint64_t expected, uint64_t desired, uint64_t* old) const
-    requires(W::kDomain == RmwDomain::kNic)
-  {
-    b.CompareAndSwap(ptr_, expected, desired, old);
-  }
-  void FetchAddIn(rdma::Batch& b, uint64_t delta, uint64_t* old) const
-    requires(W::kDomain == RmwDomain::kNic)
-  {
-    b.FetchAndAdd(ptr_, delta, old);
-  }
-
- private:
-  rdma::RemotePtr ptr_;
-};
-
-}  // namespace locks
-
-#endif  // LOCKS_RMW_WORD_H_
+#endif  // RDMA_RMW_WORD_H_
