@@ -413,7 +413,6 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   // Teardown after every benchmark thread is gone: map before cluster.
   if (g_env != nullptr) {
-    if (g_env->map != nullptr) g_env->map->Destroy(*g_env->cluster);
     g_env->map.reset();
     g_env->cluster.reset();
     delete g_env;

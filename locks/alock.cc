@@ -4,6 +4,6 @@
 
 namespace locks {
 
-template class BasicALockClient<internal::ALockPolicy>;
+template class BasicALockClient<lock_internal::ALockPolicy>;
 
 }  // namespace locks

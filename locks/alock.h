@@ -126,14 +126,14 @@ struct ALockStats {
   uint64_t swap_retries = 0;            // extra CASes of the r_tail swap loop
 };
 
-namespace internal {
+namespace lock_internal {
 // The real algorithm. A test-only mutant policy lives in tests/locks.
 struct ALockPolicy {
   // When true, native threads join the remote queue with CPU atomics on
   // r_tail (the NIC's word): the domain-mixing bug the tests must catch.
   static constexpr bool kMutantLocalCpuOnRTail = false;
 };
-}  // namespace internal
+}  // namespace lock_internal
 
 template <typename Policy>
 class BasicALockClient final : public LockClient {
@@ -189,8 +189,8 @@ class BasicALockClient final : public LockClient {
   ALockStats stats_;
 };
 
-using ALockClient = BasicALockClient<internal::ALockPolicy>;
-extern template class BasicALockClient<internal::ALockPolicy>;
+using ALockClient = BasicALockClient<lock_internal::ALockPolicy>;
+extern template class BasicALockClient<lock_internal::ALockPolicy>;
 
 }  // namespace locks
 

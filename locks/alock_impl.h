@@ -45,12 +45,12 @@
 
 namespace locks {
 
-namespace alock_detail {
+namespace alock_internal {
 inline uint64_t BudgetWord(int64_t b) { return static_cast<uint64_t>(b); }
 inline const uint64_t kWaitingWord = static_cast<uint64_t>(ALockDescriptor::kWaiting);
 // Longest pause, in Spinner steps, between two READs of a remote Peterson wait.
 inline constexpr int kMaxPollBackoff = 32;
-}  // namespace alock_detail
+}  // namespace alock_internal
 
 template <typename P>
 BasicALockClient<P>::BasicALockClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options,
@@ -104,7 +104,7 @@ bool BasicALockClient<P>::Holds(rdma::RemotePtr lock) const {
 
 template <typename P>
 absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
-  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
   if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
   const Cohort cohort = CohortFor(lock, path);
   if (cohort == Cohort::kRemote || P::kMutantLocalCpuOnRTail) {
@@ -159,7 +159,7 @@ absl::Status BasicALockClient<P>::Unlock(rdma::RemotePtr lock) {
 template <typename P>
 absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, size_t slot) {
   ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   for (;;) {
     const uint64_t b = d.budget.Load(std::memory_order_acquire);
     // A handed budget is in [0, INT32_MAX]. Anything else but kWaiting is an
@@ -168,7 +168,7 @@ absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, s
     // keep waiting for the rest.
     if (b <= uint64_t{INT32_MAX}) return static_cast<int64_t>(b);
     if (!spin.Spin()) {
-      if (b != alock_detail::kWaitingWord) {
+      if (b != alock_internal::kWaitingWord) {
         return absl::DataLossError(absl::StrCat("ALock: my descriptor's budget word holds 0x", absl::Hex(b),
                                                 ", not a budget; lock ", lock.node(), ":0x",
                                                 absl::Hex(lock.address())));
@@ -178,19 +178,19 @@ absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, s
   }
 }
 
-static_assert(sizeof(ALockDescriptor) == internal::kDescriptorBytes);
+static_assert(sizeof(ALockDescriptor) == lock_internal::kDescriptorBytes);
 
 template <typename P>
 absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, size_t slot) {
   ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   for (;;) {
     const uint64_t n = d.next.Load(std::memory_order_acquire);
     // A successor on the NIC path links in with an RDMA WRITE, which may be
     // seen half landed (a mix of its bytes and the reset's zeros; see
     // AwaitBudget): wait until the word names a descriptor line.
     // (Without a session every link is a CPU store: nothing to wait out.)
-    const bool complete = n != 0 && (session() == nullptr || internal::NamesDescriptorLine(*session(), n));
+    const bool complete = n != 0 && (session() == nullptr || lock_internal::NamesDescriptorLine(*session(), n));
     if (complete) return n;
     if (!spin.Spin()) {
       if (n == 0) return spin.Timeout("ALock: waiting for the successor to link in", lock);
@@ -211,7 +211,7 @@ absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) 
   ALockWord& w = *lock.local<ALockWord>();
   const rdma::RemotePtr me = Descriptor(slot);
   ALockDescriptor& d = *me.local<ALockDescriptor>();
-  d.budget.Store(alock_detail::kWaitingWord, std::memory_order_relaxed);
+  d.budget.Store(alock_internal::kWaitingWord, std::memory_order_relaxed);
   d.next.Store(0, std::memory_order_relaxed);
 
   uint64_t pred;
@@ -261,7 +261,7 @@ absl::Status BasicALockClient<P>::PetersonNative(rdma::RemotePtr lock, size_t sl
   }
   w.victim.Store(kVictimLocal, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   bool waited = false;
   absl::Status result;
   for (;;) {
@@ -301,7 +301,7 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
   auto next = AwaitNext(lock, slot);
   if (!next.ok()) return next.status();
   const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
-  const uint64_t handed = alock_detail::BudgetWord(slots_[slot].budget - 1);
+  const uint64_t handed = alock_internal::BudgetWord(slots_[slot].budget - 1);
   if (n.is_local(self())) {
     n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
     return absl::OkStatus();
@@ -317,7 +317,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
   rdma::Session& s = *session();
   const rdma::RemotePtr me = Descriptor(slot);
   ALockDescriptor& d = *me.local<ALockDescriptor>();
-  d.budget.Store(alock_detail::kWaitingWord, std::memory_order_relaxed);
+  d.budget.Store(alock_internal::kWaitingWord, std::memory_order_relaxed);
   d.next.Store(0, std::memory_order_relaxed);
   // Publish the reset before the NIC can make this descriptor reachable.
   std::atomic_thread_fence(std::memory_order_release);
@@ -333,7 +333,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
   uint64_t pred = 0;
   {
     rdma::Batch b(s, lock.node());
-    r_tail.CasIn(b, 0, me.raw(), &pred);
+    r_tail.CompareAndSwapIn(b, 0, me.raw(), &pred);
     line_ref.ReadIn(b, &line);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }
@@ -390,7 +390,7 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
     line_ref.ReadIn(b, &line);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   bool waited = false;
   absl::Status result;
   int backoff = 1;
@@ -410,7 +410,7 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
       result = spin.Timeout("ALock: remote Peterson wait for the local cohort", lock);
       break;
     }
-    backoff = std::min(backoff * 2, alock_detail::kMaxPollBackoff);
+    backoff = std::min(backoff * 2, alock_internal::kMaxPollBackoff);
     if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) {
       result = st;
       break;
@@ -426,13 +426,13 @@ template <typename P>
 absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot) {
   rdma::Session& s = *session();
   const rdma::RemotePtr me = Descriptor(slot);
-  auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).Cas(s, me.raw(), 0);
+  auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).CompareAndSwap(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();  // no successor: lowered the remote flag
   auto next = AwaitNext(lock, slot);
   if (!next.ok()) return next.status();
   const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
-  const uint64_t handed = alock_detail::BudgetWord(slots_[slot].budget - 1);
+  const uint64_t handed = alock_internal::BudgetWord(slots_[slot].budget - 1);
   if (n.is_local(self())) {
     n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
     return absl::OkStatus();

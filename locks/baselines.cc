@@ -50,7 +50,7 @@ std::atomic<uint64_t> next_token{1};
 absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::string_view what, rdma::RemotePtr lock,
                                 rdma::RemotePtr me) {
   const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
-  if (internal::NamesDescriptorLine(s, raw)) return absl::OkStatus();
+  if (lock_internal::NamesDescriptorLine(s, raw)) return absl::OkStatus();
   std::string arena = "no such node";
   if (p.node() < s.num_nodes()) {
     const rdma::ArenaInfo& a = s.arena(p.node());
@@ -83,7 +83,7 @@ absl::StatusOr<std::unique_ptr<RdmaSpinClient>> RdmaSpinClient::Create(rdma::Nod
 }
 
 absl::Status RdmaSpinClient::Lock(rdma::RemotePtr lock, Path path) {
-  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
   if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
   if (path == Path::kNative) {
     return absl::FailedPreconditionError("rdma-spin always goes through the NIC: request kAuto or kLoopback (use alock or local-mcs for the native path)");
@@ -92,10 +92,10 @@ absl::Status RdmaSpinClient::Lock(rdma::RemotePtr lock, Path path) {
   auto slot = held_.Reserve(lock);
   if (!slot.ok()) return slot.status();
   const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word);
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   int backoff = 1;
   for (;;) {
-    auto old = word.Cas(*session(), 0, token_);
+    auto old = word.CompareAndSwap(*session(), 0, token_);
     if (!old.ok()) return old.status();
     if (*old == 0) break;
     if (*old == token_) {
@@ -147,7 +147,7 @@ absl::StatusOr<std::unique_ptr<RdmaMcsClient>> RdmaMcsClient::Create(rdma::Node&
 }
 
 absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
-  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
   if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
   if (path == Path::kNative) {
     return absl::FailedPreconditionError("rdma-mcs always goes through the NIC: request kAuto or kLoopback (use alock or local-mcs for the native path)");
@@ -177,7 +177,7 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
     // a plain memcpy that can be seen half done, tests/verbs/README.md "rxe
     // torn WRITE"). kWait and kGo differ in every byte, so reading kGo means
     // the whole WRITE has landed.
-    internal::Spinner spin(options_);
+    lock_internal::Spinner spin(options_);
     uint64_t b;
     while ((b = d.budget.Load(std::memory_order_acquire)) != kGo) {
       if (!spin.Spin()) {
@@ -200,17 +200,17 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
   held_[*slot].lock = rdma::RemotePtr();
   rdma::Session& s = *session();
   const rdma::RemotePtr me = Descriptor(*slot);
-  auto old = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Cas(s, me.raw(), 0);
+  auto old = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).CompareAndSwap(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();
   ALockDescriptor& d = *me.local<ALockDescriptor>();
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   // The successor's link is an RDMA WRITE, which a CPU load may see half
   // landed (tests/verbs/README.md "rxe torn WRITE"): a torn value is a mix of
   // the new bytes and the reset's zeros, so wait until the word names a
   // descriptor line, not just until it is non-zero.
   uint64_t next;
-  while ((next = d.next.Load(std::memory_order_acquire)) == 0 || !internal::NamesDescriptorLine(s, next)) {
+  while ((next = d.next.Load(std::memory_order_acquire)) == 0 || !lock_internal::NamesDescriptorLine(s, next)) {
     if (!spin.Spin()) {
       if (next == 0) return spin.Timeout("RdmaMcs: waiting for the successor to link in", lock);
       break;  // reported below
@@ -245,7 +245,7 @@ absl::StatusOr<std::unique_ptr<LocalMcsClient>> LocalMcsClient::Create(rdma::Nod
 }
 
 absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
-  if (absl::Status s = internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
   if (!lock.is_local(self()) || rdma::TakenPath(path, self(), lock.node()) != Path::kNative) {
     return absl::FailedPreconditionError(absl::StrCat(
         "local-mcs is native-only: lock on node ", lock.node(), " requested from node ", self(),
@@ -261,7 +261,7 @@ absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   const uint64_t pred = tail.Swap(me.raw(), std::memory_order_acq_rel);
   if (pred != 0) {
     rdma::RemotePtr::FromRaw(pred).local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
-    internal::Spinner spin(options_);
+    lock_internal::Spinner spin(options_);
     while (d.budget.Load(std::memory_order_acquire) == kWait) {
       if (!spin.Spin()) return spin.Timeout("LocalMcs: waiting for the predecessor's handover", lock);
     }
@@ -279,7 +279,7 @@ absl::Status LocalMcsClient::Unlock(rdma::RemotePtr lock) {
   uint64_t expected = me.raw();
   if (tail.CompareExchange(expected, 0, std::memory_order_acq_rel)) return absl::OkStatus();
   ALockDescriptor& d = *me.local<ALockDescriptor>();
-  internal::Spinner spin(options_);
+  lock_internal::Spinner spin(options_);
   uint64_t next;
   while ((next = d.next.Load(std::memory_order_acquire)) == 0) {
     if (!spin.Spin()) return spin.Timeout("LocalMcs: waiting for the successor to link in", lock);

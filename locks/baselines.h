@@ -62,7 +62,7 @@ class RdmaSpinClient final : public LockClient {
   ClientOptions options_;
   uint64_t token_;
   struct Nothing {};
-  internal::HeldSlots<Nothing> held_;
+  lock_internal::HeldSlots<Nothing> held_;
 };
 
 class RdmaMcsClient final : public LockClient {
@@ -83,7 +83,7 @@ class RdmaMcsClient final : public LockClient {
   ClientOptions options_;
   rdma::RemotePtr descriptors_;
   struct Nothing {};
-  internal::HeldSlots<Nothing> held_;
+  lock_internal::HeldSlots<Nothing> held_;
 };
 
 class LocalMcsClient final : public LockClient {
@@ -105,7 +105,7 @@ class LocalMcsClient final : public LockClient {
   ClientOptions options_;
   rdma::RemotePtr descriptors_;
   struct Nothing {};
-  internal::HeldSlots<Nothing> held_;
+  lock_internal::HeldSlots<Nothing> held_;
 };
 
 }  // namespace locks

@@ -16,7 +16,7 @@
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
 
-namespace locks::internal {
+namespace locks::lock_internal {
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -131,6 +131,6 @@ class HeldSlots {
   std::vector<Slot> slots_;
 };
 
-}  // namespace locks::internal
+}  // namespace locks::lock_internal
 
 #endif  // LOCKS_INTERNAL_H_

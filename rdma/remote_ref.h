@@ -10,9 +10,9 @@
 //   static_assert(offsetof(Line, owner) == 8);  // layouts pin their offsets
 //
 //   auto line = rdma::RemoteRef<Line>::At(p);        // p: 64-aligned, or abort
-//   auto old = line.Field(&Line::tail).Cas(s, 0, me);  // NicWord: NIC CAS ok
+//   auto old = line.Field(&Line::tail).CompareAndSwap(s, 0, me);  // NicWord: NIC CAS ok
 //   uint64_t v = *line.Field(&Line::value).Read(s);    // any word: one READ
-//   line.Field(&Line::owner).Cas(s, 0, me);             // CpuWord: no NIC RMW,
+//   line.Field(&Line::owner).CompareAndSwap(s, 0, me);             // CpuWord: no NIC RMW,
 //                                                       // does not compile
 //   Line copy;  line.ReadInto(s, &copy);                // the whole line at once
 //
@@ -95,8 +95,9 @@ class RemoteRef {
 
   // The handle of one member of the pointee. Its type, and so what it can do,
   // is the member's declared type.
-  template <typename M>
-  RemoteRef<M> Field(M T::*member) const {
+  template <typename M, typename U = T>
+    requires(std::is_same_v<U, T> && std::is_class_v<U>)
+  RemoteRef<M> Field(M U::*member) const {
     return RemoteRef<M>(ptr_ + remote_ref_internal::OffsetOf(member));
   }
   // Element `i` of an array pointee (T = E[N]); aborts when i >= N.
@@ -169,12 +170,12 @@ class RemoteRef {
   }
 
   // --- NIC-domain words only: NIC atomics. Each returns the old value.
-  absl::StatusOr<uint64_t> Cas(Session& s, uint64_t expected, uint64_t desired) const
+  absl::StatusOr<uint64_t> CompareAndSwap(Session& s, uint64_t expected, uint64_t desired) const
     requires(RmwWord<T> && T::kDomain == RmwDomain::kNic)
   {
     return s.CompareAndSwap(ptr_, expected, desired);
   }
-  absl::StatusOr<uint64_t> FetchAdd(Session& s, uint64_t delta) const
+  absl::StatusOr<uint64_t> FetchAndAdd(Session& s, uint64_t delta) const
     requires(RmwWord<T> && T::kDomain == RmwDomain::kNic)
   {
     return s.FetchAndAdd(ptr_, delta);
@@ -189,7 +190,7 @@ class RemoteRef {
     int n = 0;
     for (;;) {
       ++n;
-      absl::StatusOr<uint64_t> old = Cas(s, guess, desired);
+      absl::StatusOr<uint64_t> old = CompareAndSwap(s, guess, desired);
       if (!old.ok() || *old == guess) {
         if (attempts != nullptr) *attempts = n;
         return old;
@@ -197,12 +198,12 @@ class RemoteRef {
       guess = *old;
     }
   }
-  void CasIn(Batch& b, uint64_t expected, uint64_t desired, uint64_t* old) const
+  void CompareAndSwapIn(Batch& b, uint64_t expected, uint64_t desired, uint64_t* old) const
     requires(RmwWord<T> && T::kDomain == RmwDomain::kNic)
   {
     b.CompareAndSwap(ptr_, expected, desired, old);
   }
-  void FetchAddIn(Batch& b, uint64_t delta, uint64_t* old) const
+  void FetchAndAddIn(Batch& b, uint64_t delta, uint64_t* old) const
     requires(RmwWord<T> && T::kDomain == RmwDomain::kNic)
   {
     b.FetchAndAdd(ptr_, delta, old);

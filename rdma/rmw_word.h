@@ -29,9 +29,9 @@
 // word type (`RemoteRef<ALockWord>::At(p).Field(&ALockWord::r_tail)`), never
 // from a caller-chosen offset. So the domain comes from the declaration:
 //
-//   w.Cas(0, 1);                       // w a NicWord&: error, no CPU RMW
+//   w.CompareAndSwap(0, 1);                       // w a NicWord&: error, no CPU RMW
 //   line.Field(&ALockWord::l_tail)     // a RemoteRef<CpuWord>:
-//       .Cas(session, 0, 1);           //   error, constraint not satisfied
+//       .CompareAndSwap(session, 0, 1);           //   error, constraint not satisfied
 //   RemoteRef<NicWord>::At(p);         // error: words come from fields only
 //
 // tests/locks/rmw_word_test.cc asserts these with concepts (static_assert), so
@@ -56,7 +56,7 @@ enum class RmwDomain {
   kNone,  // loads and plain stores only, from both sides
 };
 
-namespace internal {
+namespace rmw_word_internal {
 // Shared by the three word types: atomic 8-byte loads and stores of one word.
 class WordBase {
  public:
@@ -81,18 +81,18 @@ class WordBase {
  private:
   alignas(8) uint64_t value_ = 0;
 };
-}  // namespace internal
+}  // namespace rmw_word_internal
 
 // A word whose RMW domain is the CPU of the owning node. Local threads may
 // CAS/swap/FAA it; threads on other nodes may only RDMA READ it or plainly
 // RDMA WRITE it (RemoteWord<CpuWord>::Read/Write).
-class CpuWord : public internal::WordBase {
+class CpuWord : public rmw_word_internal::WordBase {
  public:
   static constexpr RmwDomain kDomain = RmwDomain::kCpu;
   using WordBase::WordBase;
 
   // CAS. Returns the value seen; succeeded iff it equals `expected`.
-  uint64_t Cas(uint64_t expected, uint64_t desired, std::memory_order order = std::memory_order_acq_rel) {
+  uint64_t CompareAndSwap(uint64_t expected, uint64_t desired, std::memory_order order = std::memory_order_acq_rel) {
     std::atomic_ref<uint64_t>(raw()).compare_exchange_strong(expected, desired, order,
                                                              FailureOrder(order));
     return expected;
@@ -108,7 +108,7 @@ class CpuWord : public internal::WordBase {
     return std::atomic_ref<uint64_t>(raw()).exchange(desired, order);
   }
   // Atomic fetch-and-add. Returns the old value.
-  uint64_t FetchAdd(uint64_t delta, std::memory_order order = std::memory_order_acq_rel) {
+  uint64_t FetchAndAdd(uint64_t delta, std::memory_order order = std::memory_order_acq_rel) {
     return std::atomic_ref<uint64_t>(raw()).fetch_add(delta, order);
   }
 
@@ -119,10 +119,10 @@ class CpuWord : public internal::WordBase {
 };
 
 // A word whose RMW domain is the NIC. Every RMW, also from a thread on the
-// owning node, goes through a Session: RemoteWord<NicWord>::Cas/Swap/FetchAdd
+// owning node, goes through a Session: RemoteWord<NicWord>::CompareAndSwap/Swap/FetchAndAdd
 // (a local thread uses its loopback QP). Local threads may only Load() it and
 // plainly Store() it. There is deliberately no CPU RMW member here.
-class NicWord : public internal::WordBase {
+class NicWord : public rmw_word_internal::WordBase {
  public:
   static constexpr RmwDomain kDomain = RmwDomain::kNic;
   using WordBase::WordBase;
@@ -130,14 +130,14 @@ class NicWord : public internal::WordBase {
 
 // A word nobody read-modify-writes: both sides only load it and plainly store
 // it (a CPU store, or an RDMA WRITE). E.g. ALock's `victim`, MCS descriptors.
-class PlainWord : public internal::WordBase {
+class PlainWord : public rmw_word_internal::WordBase {
  public:
   static constexpr RmwDomain kDomain = RmwDomain::kNone;
   using WordBase::WordBase;
 };
 
 template <typename W>
-concept RmwWord = std::is_base_of_v<internal::WordBase, W> && sizeof(W) == 8 && alignof(W) == 8 &&
+concept RmwWord = std::is_base_of_v<rmw_word_internal::WordBase, W> && sizeof(W) == 8 && alignof(W) == 8 &&
                   std::is_standard_layout_v<W> && std::is_trivially_destructible_v<W>;
 
 static_assert(RmwWord<CpuWord> && RmwWord<NicWord> && RmwWord<PlainWord>);

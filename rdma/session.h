@@ -179,6 +179,9 @@ class Session {
   // "this session's scratch buffer +0x0", or "none of ..."), for error
   // messages about corrupted pointers.
   std::string DescribeAddress(uint64_t address) const;
+  // True when a WRITE of `len` bytes goes inline (its payload copied into
+  // the WR at post time), which is what Batch::PostWithoutWaiting needs.
+  bool FitsInline(size_t len) const { return len <= max_inline_; }
   // True when [p, p+len) lies in p.node()'s registered arena (no NIC op).
   bool InArena(RemotePtr p, size_t len) const {
     if (p.node() >= qps_.size()) return false;

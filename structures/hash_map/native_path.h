@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/base/attributes.h"
+#include "absl/status/status.h"
 #include "structures/hash_map/layout.h"
 
 namespace structures::hash_map_internal {
@@ -59,6 +60,40 @@ void NativeStoreSlot(Group<V>& g, int slot, const uint64_t* words, bool key_unch
   for (size_t i = L::kValueWord; i < L::kChecksumWord; ++i) s.w[i].Store(words[i], std::memory_order_release);
   s.w[L::kChecksumWord].Store(words[L::kChecksumWord], std::memory_order_release);
 }
+
+// The native word accessor: the group in place, read and written with CPU
+// loads and stores. The same interface as RemoteGroup (rdma_path.h), so the
+// client's algorithm is written once over either. No method fails; they
+// return Status for the shared interface.
+template <typename V>
+class NativeGroup {
+ public:
+  explicit NativeGroup(Group<V>& g) : g_(g) {}
+
+  // A reader's scan for `key` without the lock (ScanGroup).
+  absl::Status Find(uint64_t key, size_t start, bool verify, uint64_t* found, Lookup* l) {
+    *l = NativeFind<V>(g_, key, start, verify, found);
+    return absl::OkStatus();
+  }
+  // A lock holder's scan: the slots are stable, no checksum is needed.
+  absl::Status FindUnderLock(uint64_t key, size_t start, uint64_t* found, Lookup* l) {
+    *l = NativeFind<V>(g_, key, start, /*verify=*/false, found);
+    return absl::OkStatus();
+  }
+  // Every slot's words, into `out` (SlotLayout<V>::kSnapshotWords).
+  absl::Status Snapshot(uint64_t* out) {
+    NativeSnapshot<V>(g_, out);
+    return absl::OkStatus();
+  }
+  // Stores a slot tuple under the lock (NativeStoreSlot). `wait` is moot.
+  absl::Status StoreSlot(int slot, const uint64_t* words, bool key_unchanged, bool /*wait*/) {
+    NativeStoreSlot<V>(g_, slot, words, key_unchanged);
+    return absl::OkStatus();
+  }
+
+ private:
+  Group<V>& g_;
+};
 
 }  // namespace structures::hash_map_internal
 

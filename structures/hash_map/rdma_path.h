@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "rdma/remote_ptr.h"
+#include "rdma/remote_ref.h"
 #include "rdma/session.h"
 #include "structures/hash_map/layout.h"
 
@@ -27,8 +28,7 @@ absl::Status RemoteSnapshot(rdma::Session& s, rdma::RemotePtr group, uint64_t* o
 
 template <typename V>
 rdma::RemotePtr SlotPtr(rdma::RemotePtr group, int slot) {
-  using L = SlotLayout<V>;
-  return group + (L::kSlotsOffset + static_cast<uint64_t>(slot) * L::kBytes);
+  return rdma::RemoteRef<Group<V>>::At(group).Field(&Group<V>::slots)[static_cast<size_t>(slot)].ptr();
 }
 
 // Writes a whole slot tuple with one RDMA WRITE. Caller holds the group lock.
@@ -49,18 +49,54 @@ absl::Status RemoteStoreSlot(rdma::Session& s, rdma::RemotePtr group, int slot, 
   using L = SlotLayout<V>;
   *posted_inline = false;
   const rdma::RemotePtr dst = SlotPtr<V>(group, slot);
-  if (!wait) {
+  if (!wait && s.FitsInline(L::kBytes)) {
     rdma::Batch b(s, group.node());
     b.Write(dst, words, L::kBytes);
-    absl::Status st = b.PostWithoutWaiting();
-    if (st.ok()) {
-      *posted_inline = true;
-      return st;
-    }
-    if (!absl::IsInvalidArgument(st)) return st;  // not inline: wait below
+    *posted_inline = true;
+    return b.PostWithoutWaiting();
   }
   return s.Write(dst, words, L::kBytes);
 }
+
+// The RDMA word accessor: the same interface as NativeGroup (native_path.h),
+// over the thread's Session. Reads copy the group's slots into a private
+// snapshot (`snap`, kSnapshotWords words) with one READ and scan the copy;
+// the slot store is one WRITE.
+template <typename V>
+class RemoteGroup {
+ public:
+  RemoteGroup(rdma::Session& s, rdma::RemotePtr group, uint64_t* snap) : s_(s), group_(group), snap_(snap) {}
+
+  absl::Status Find(uint64_t key, size_t start, bool verify, uint64_t* found, Lookup* l) {
+    if (absl::Status st = RemoteSnapshot<V>(s_, group_, snap_); !st.ok()) return st;
+    *l = FindKey<V>(snap_, key, start, verify, found);
+    return absl::OkStatus();
+  }
+  // Under the lock. The READ costs the same either way; checking every slot
+  // of the copy (CPU only) reports a writer that bypassed the lock as kTorn.
+  absl::Status FindUnderLock(uint64_t key, size_t start, uint64_t* found, Lookup* l) {
+    if (absl::Status st = RemoteSnapshot<V>(s_, group_, snap_); !st.ok()) return st;
+    if (CountOccupied<V>(snap_) < 0) {
+      l->kind = Lookup::kTorn;
+      return absl::OkStatus();
+    }
+    *l = FindKey<V>(snap_, key, start, /*verify=*/false, found);
+    return absl::OkStatus();
+  }
+  absl::Status Snapshot(uint64_t* out) { return RemoteSnapshot<V>(s_, group_, out); }
+  // Under the lock: one WRITE, posted without waiting unless `wait` (or the
+  // slot does not fit inline). See RemoteStoreSlot for why the release that
+  // follows orders after it.
+  absl::Status StoreSlot(int slot, const uint64_t* words, bool /*key_unchanged*/, bool wait) {
+    bool inlined;
+    return RemoteStoreSlot<V>(s_, group_, slot, words, wait, &inlined);
+  }
+
+ private:
+  rdma::Session& s_;
+  rdma::RemotePtr group_;
+  uint64_t* snap_;
+};
 
 }  // namespace structures::hash_map_internal
 

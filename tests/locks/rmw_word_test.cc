@@ -27,21 +27,21 @@ using rdma::RemoteWord;
 // --- Misuse must fail to compile. Each concept is true iff the expression
 // compiles; the static_asserts pin down which ones must not.
 template <typename W>
-concept HasCpuCas = requires(W& w) { w.Cas(uint64_t{0}, uint64_t{1}); };
+concept HasCpuCompareAndSwap = requires(W& w) { w.CompareAndSwap(uint64_t{0}, uint64_t{1}); };
 template <typename W>
 concept HasCpuCompareExchange = requires(W& w, uint64_t& e) { w.CompareExchange(e, uint64_t{1}); };
 template <typename W>
 concept HasCpuSwap = requires(W& w) { w.Swap(uint64_t{1}); };
 template <typename W>
-concept HasCpuFetchAdd = requires(W& w) { w.FetchAdd(uint64_t{1}); };
+concept HasCpuFetchAndAdd = requires(W& w) { w.FetchAndAdd(uint64_t{1}); };
 template <typename W>
-concept HasNicCas = requires(RemoteWord<W> r, rdma::Session& s) { r.Cas(s, uint64_t{0}, uint64_t{1}); };
+concept HasNicCompareAndSwap = requires(RemoteWord<W> r, rdma::Session& s) { r.CompareAndSwap(s, uint64_t{0}, uint64_t{1}); };
 template <typename W>
 concept HasNicSwap = requires(RemoteWord<W> r, rdma::Session& s) { r.Swap(s, uint64_t{1}); };
 template <typename W>
-concept HasNicFetchAdd = requires(RemoteWord<W> r, rdma::Session& s) { r.FetchAdd(s, uint64_t{1}); };
+concept HasNicFetchAndAdd = requires(RemoteWord<W> r, rdma::Session& s) { r.FetchAndAdd(s, uint64_t{1}); };
 template <typename W>
-concept HasNicCasIn = requires(RemoteWord<W> r, rdma::Batch& b, uint64_t* o) { r.CasIn(b, 0, 1, o); };
+concept HasNicCompareAndSwapIn = requires(RemoteWord<W> r, rdma::Batch& b, uint64_t* o) { r.CompareAndSwapIn(b, 0, 1, o); };
 template <typename W>
 concept HasLoadStore = requires(W& w, RemoteWord<W> r, rdma::Session& s) {
   w.Load();
@@ -51,18 +51,18 @@ concept HasLoadStore = requires(W& w, RemoteWord<W> r, rdma::Session& s) {
 };
 
 // CPU words: CPU RMWs yes, NIC RMWs no.
-static_assert(HasCpuCas<CpuWord> && HasCpuCompareExchange<CpuWord> && HasCpuSwap<CpuWord> &&
-              HasCpuFetchAdd<CpuWord>);
-static_assert(!HasNicCas<CpuWord> && !HasNicSwap<CpuWord> && !HasNicFetchAdd<CpuWord> && !HasNicCasIn<CpuWord>,
+static_assert(HasCpuCompareAndSwap<CpuWord> && HasCpuCompareExchange<CpuWord> && HasCpuSwap<CpuWord> &&
+              HasCpuFetchAndAdd<CpuWord>);
+static_assert(!HasNicCompareAndSwap<CpuWord> && !HasNicSwap<CpuWord> && !HasNicFetchAndAdd<CpuWord> && !HasNicCompareAndSwapIn<CpuWord>,
               "a NIC RMW on a CPU-domain word must not compile");
 // NIC words: NIC RMWs yes, CPU RMWs no (the example misuse of the issue).
-static_assert(HasNicCas<NicWord> && HasNicSwap<NicWord> && HasNicFetchAdd<NicWord> && HasNicCasIn<NicWord>);
-static_assert(!HasCpuCas<NicWord> && !HasCpuCompareExchange<NicWord> && !HasCpuSwap<NicWord> &&
-                  !HasCpuFetchAdd<NicWord>,
+static_assert(HasNicCompareAndSwap<NicWord> && HasNicSwap<NicWord> && HasNicFetchAndAdd<NicWord> && HasNicCompareAndSwapIn<NicWord>);
+static_assert(!HasCpuCompareAndSwap<NicWord> && !HasCpuCompareExchange<NicWord> && !HasCpuSwap<NicWord> &&
+                  !HasCpuFetchAndAdd<NicWord>,
               "a CPU RMW on a NIC-domain word must not compile");
 // Plain words: no RMW at all.
-static_assert(!HasCpuCas<PlainWord> && !HasCpuSwap<PlainWord> && !HasCpuFetchAdd<PlainWord> &&
-              !HasNicCas<PlainWord> && !HasNicSwap<PlainWord> && !HasNicFetchAdd<PlainWord>);
+static_assert(!HasCpuCompareAndSwap<PlainWord> && !HasCpuSwap<PlainWord> && !HasCpuFetchAndAdd<PlainWord> &&
+              !HasNicCompareAndSwap<PlainWord> && !HasNicSwap<PlainWord> && !HasNicFetchAndAdd<PlainWord>);
 // Loads and plain stores from both sides, for every domain.
 static_assert(HasLoadStore<CpuWord> && HasLoadStore<NicWord> && HasLoadStore<PlainWord>);
 // Words cannot be copied (a copy would be a non-atomic read of a shared word).
@@ -76,32 +76,32 @@ static_assert(sizeof(RemoteWord<NicWord>) == 8);
 // --- The domain comes from the field: a handle derived from a struct member
 // can only do what the member's declared type allows.
 template <auto kMember>
-concept FieldHasNicCas = requires(RemoteRef<ALockWord> line, rdma::Session& s) {
-  line.Field(kMember).Cas(s, uint64_t{0}, uint64_t{1});
+concept FieldHasNicCompareAndSwap = requires(RemoteRef<ALockWord> line, rdma::Session& s) {
+  line.Field(kMember).CompareAndSwap(s, uint64_t{0}, uint64_t{1});
 };
 template <auto kMember>
 concept FieldHasNicSwap = requires(RemoteRef<ALockWord> line, rdma::Session& s) {
   line.Field(kMember).Swap(s, uint64_t{1});
 };
 template <auto kMember>
-concept FieldHasNicFetchAddIn = requires(RemoteRef<ALockWord> line, rdma::Batch& b, uint64_t* o) {
-  line.Field(kMember).FetchAddIn(b, uint64_t{1}, o);
+concept FieldHasNicFetchAndAddIn = requires(RemoteRef<ALockWord> line, rdma::Batch& b, uint64_t* o) {
+  line.Field(kMember).FetchAndAddIn(b, uint64_t{1}, o);
 };
 template <auto kMember>
 concept FieldHasCpuSwap = requires(ALockWord& line) { (line.*kMember).Swap(uint64_t{1}); };
 // ALock's r_tail is NIC-domain: NIC RMWs compile, CPU RMWs do not.
-static_assert(FieldHasNicCas<&ALockWord::r_tail> && FieldHasNicSwap<&ALockWord::r_tail> &&
-              FieldHasNicFetchAddIn<&ALockWord::r_tail>);
+static_assert(FieldHasNicCompareAndSwap<&ALockWord::r_tail> && FieldHasNicSwap<&ALockWord::r_tail> &&
+              FieldHasNicFetchAndAddIn<&ALockWord::r_tail>);
 static_assert(!FieldHasCpuSwap<&ALockWord::r_tail>, "a CPU RMW on the NIC-domain r_tail must not compile");
 // ALock's l_tail is CPU-domain: the reverse. This is the bug the issue named:
-// RemoteWord<NicWord>(lock + kLTailOffset).Cas(...) used to compile.
-static_assert(!FieldHasNicCas<&ALockWord::l_tail> && !FieldHasNicSwap<&ALockWord::l_tail> &&
-                  !FieldHasNicFetchAddIn<&ALockWord::l_tail>,
+// RemoteWord<NicWord>(lock + kLTailOffset).CompareAndSwap(...) used to compile.
+static_assert(!FieldHasNicCompareAndSwap<&ALockWord::l_tail> && !FieldHasNicSwap<&ALockWord::l_tail> &&
+                  !FieldHasNicFetchAndAddIn<&ALockWord::l_tail>,
               "a NIC RMW on the CPU-domain l_tail must not compile");
 static_assert(FieldHasCpuSwap<&ALockWord::l_tail>);
 // victim and budgets are plain: no RMW from either side.
-static_assert(!FieldHasNicCas<&ALockWord::victim> && !FieldHasCpuSwap<&ALockWord::victim> &&
-              !FieldHasNicCas<&ALockWord::budgets>);
+static_assert(!FieldHasNicCompareAndSwap<&ALockWord::victim> && !FieldHasCpuSwap<&ALockWord::victim> &&
+              !FieldHasNicCompareAndSwap<&ALockWord::budgets>);
 // A word handle cannot be made from a raw pointer, so no caller can pick the
 // domain for an offset: neither by constructor nor by At/Checked.
 template <typename W>
@@ -139,14 +139,14 @@ TEST(CpuWord, CpuOperations) {
   CpuWord w;
   EXPECT_EQ(w.Load(), 0u);
   w.Store(5);
-  EXPECT_EQ(w.Cas(5, 7), 5u);  // succeeded
-  EXPECT_EQ(w.Cas(5, 9), 7u);  // failed, saw 7
+  EXPECT_EQ(w.CompareAndSwap(5, 7), 5u);  // succeeded
+  EXPECT_EQ(w.CompareAndSwap(5, 9), 7u);  // failed, saw 7
   uint64_t e = 1;
   EXPECT_FALSE(w.CompareExchange(e, 3));
   EXPECT_EQ(e, 7u);
   EXPECT_TRUE(w.CompareExchange(e, 3));
   EXPECT_EQ(w.Swap(11), 3u);
-  EXPECT_EQ(w.FetchAdd(4), 11u);
+  EXPECT_EQ(w.FetchAndAdd(4), 11u);
   EXPECT_EQ(w.Load(), 15u);
 }
 
@@ -158,9 +158,9 @@ TEST(RemoteWord, NicWordAtomicsRemoteAndLoopback) {
     auto s = std::move(*cluster->NewSession(from));
     const RemoteWord<NicWord> r = line.Field(&TestLine::nic);
     local.Store(0);
-    EXPECT_EQ(*r.Cas(*s, 0, 10), 0u);
-    EXPECT_EQ(*r.Cas(*s, 0, 20), 10u);  // failed
-    EXPECT_EQ(*r.FetchAdd(*s, 5), 10u);
+    EXPECT_EQ(*r.CompareAndSwap(*s, 0, 10), 0u);
+    EXPECT_EQ(*r.CompareAndSwap(*s, 0, 20), 10u);  // failed
+    EXPECT_EQ(*r.FetchAndAdd(*s, 5), 10u);
     EXPECT_EQ(local.Load(), 15u);  // the owner may load it
     int attempts = 0;
     // Swap from a wrong guess: a CAS loop, two NIC ops.
@@ -174,8 +174,8 @@ TEST(RemoteWord, NicWordAtomicsRemoteAndLoopback) {
     EXPECT_EQ(*r.Read(*s), 7u);
     rdma::Batch b(*s, 0);
     uint64_t old = 0, seen = 0;
-    r.CasIn(b, 7, 8, &old);
-    r.FetchAddIn(b, 1, nullptr);
+    r.CompareAndSwapIn(b, 7, 8, &old);
+    r.FetchAndAddIn(b, 1, nullptr);
     r.ReadIn(b, &seen);
     ASSERT_TRUE(b.Execute().ok());
     EXPECT_EQ(old, 7u);
@@ -189,7 +189,7 @@ TEST(RemoteWord, CpuWordIsReadAndPlainlyWrittenRemotely) {
   CpuWord& local = line.Local(0).cpu;
   auto s = std::move(*cluster->NewSession(1));
   const RemoteWord<CpuWord> r = line.Field(&TestLine::cpu);
-  local.FetchAdd(41);
+  local.FetchAndAdd(41);
   EXPECT_EQ(*r.Read(*s), 41u);
   ASSERT_TRUE(r.Write(*s, 5).ok());
   EXPECT_EQ(local.Swap(6), 5u);

@@ -47,7 +47,6 @@ Load Measure(rdma::Cluster& cluster, size_t groups, uint64_t seed) {
     }
   }
   c->reset();
-  map->Destroy(cluster);
   return load;
 }
 

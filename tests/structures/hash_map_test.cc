@@ -265,9 +265,12 @@ TEST_P(HashMapTest, BadInput) {
   HashMapOptions bad_budget;
   bad_budget.budgets.local = 0;
   EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, bad_budget).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(HashMap<uint64_t>::CreateLocalPart(e.cluster->node(1), 1, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);  // node 1 of a 1-node map
-  EXPECT_EQ(HashMap<uint64_t>::CreateLocalPart(e.cluster->node(0), 0, {}).status().code(),
+  // No local node, a node twice, a null node.
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, {}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  rdma::Node* const twice[] = {&e.cluster->node(0), &e.cluster->node(0)};
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, twice, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  rdma::Node* const null_node[] = {nullptr};
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, null_node, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   // A part larger than the arena.
   EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, Groups(size_t{1} << 20)).status().code(),
@@ -279,10 +282,16 @@ TEST_P(HashMapTest, BadInput) {
   auto s1 = e.cluster->NewSession(1);
   ASSERT_TRUE(s1.ok());
   EXPECT_EQ(map->NewClient(e.cluster->node(0), s1->get()).status().code(), absl::StatusCode::kInvalidArgument);
-  // A client of a 1-node map on node 1.
-  auto one = HashMap<uint64_t>::CreateLocalPart(e.cluster->node(0), 1, Groups(4));
-  ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->NewClient(e.cluster->node(1), s1->get()).status().code(), absl::StatusCode::kInvalidArgument);
+  // Paths that cannot be honoured: native for another node's key, remote for
+  // one's own.
+  {
+    auto c0 = map->NewClient(e.cluster->node(0), e.session.get());
+    ASSERT_TRUE(c0.ok());
+    EXPECT_EQ((*c0)->Get(KeysHomedAt(*map, 1, 1)[0], Path::kNative).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*c0)->Put(KeysHomedAt(*map, 0, 1)[0], 1, Path::kRemote).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 
   auto c = map->NewClient(e.cluster->node(0), e.session.get());
   ASSERT_TRUE(c.ok());
@@ -336,8 +345,10 @@ TEST_P(HashMapTest, ShutDownNodeFailsCleanly) {
 TEST_P(HashMapTest, LocalPartsAgreeOnLayout) {
   auto cluster = rdma::testing::MakeCluster(GetParam(), 2, 8 << 20);
   ASSERT_NE(cluster, nullptr);
-  auto part0 = HashMap<uint64_t>::CreateLocalPart(cluster->node(0), 2, Groups(8));
-  auto part1 = HashMap<uint64_t>::CreateLocalPart(cluster->node(1), 2, Groups(8));
+  rdma::Node* const only0[] = {&cluster->node(0)};
+  rdma::Node* const only1[] = {&cluster->node(1)};
+  auto part0 = HashMap<uint64_t>::Create(*cluster, only0, Groups(8));
+  auto part1 = HashMap<uint64_t>::Create(*cluster, only1, Groups(8));
   ASSERT_TRUE(part0.ok() && part1.ok());
   auto s0 = cluster->NewSession(0);
   auto s1 = cluster->NewSession(1);
@@ -435,12 +446,13 @@ TEST(HashMapAtomics, CreateRefusesADeviceWithoutRdmaAtomics) {
   ASSERT_EQ(map.status().code(), absl::StatusCode::kFailedPrecondition) << map.status();
   EXPECT_NE(map.status().message().find("device soft1"), std::string::npos) << map.status();
   EXPECT_NE(map.status().message().find("atomic_cap=NONE"), std::string::npos) << map.status();
-  auto part = HashMap<uint64_t>::CreateLocalPart(cluster->node(1), 2, Groups(4));
+  rdma::Node* const only1[] = {&cluster->node(1)};
+  auto part = HashMap<uint64_t>::Create(*cluster, only1, Groups(4));
   EXPECT_EQ(part.status().code(), absl::StatusCode::kFailedPrecondition) << part.status();
   // Node 0's device has atomics, so its own part is fine.
-  auto ok = HashMap<uint64_t>::CreateLocalPart(cluster->node(0), 2, Groups(4));
+  rdma::Node* const only0[] = {&cluster->node(0)};
+  auto ok = HashMap<uint64_t>::Create(*cluster, only0, Groups(4));
   ASSERT_TRUE(ok.ok()) << ok.status();
-  ok->DestroyLocalPart(cluster->node(0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HashMapTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),

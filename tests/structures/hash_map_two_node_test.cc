@@ -1,5 +1,5 @@
 // The hash map across two processes: each node creates only its own part
-// (HashMap::CreateLocalPart) and reaches the other through a TcpConnector.
+// (HashMap::Create with its own node) and reaches the other through a TcpConnector.
 //
 // Two modes (tests/verbs/two_node_harness.h):
 //  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
 #include "rdma/verbs/tcp_connector.h"
@@ -40,11 +41,6 @@ constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 constexpr uint64_t kKeys = 64;
 constexpr uint64_t kRecordBase = uint64_t{1} << 40;  // key kRecordBase + k: who won the insert of k
 
-#define RETURN_IF_ERROR(expr)                                                                              \
-  do {                                                                                                     \
-    absl::Status _st = (expr);                                                                             \
-    if (!_st.ok()) return absl::Status(_st.code(), absl::StrCat(where, ": ", #expr, ": ", _st.message())); \
-  } while (0)
 #define REQUIRE(cond, ...)                                                                                \
   do {                                                                                                    \
     if (!(cond)) return absl::InternalError(absl::StrCat(where, ": ", #cond, " failed: ", __VA_ARGS__)); \
@@ -52,13 +48,14 @@ constexpr uint64_t kRecordBase = uint64_t{1} << 40;  // key kRecordBase + k: who
 
 uint64_t ValueOf(NodeId writer, uint64_t key) { return (uint64_t{writer} + 1) << 32 | key; }
 
-absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
+absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where) {
   const NodeId me = node.id();
-  std::string where = absl::StrCat("node ", me, " setup");
+  where = absl::StrCat("node ", me, " setup");
   HashMapOptions o;
   o.groups_per_node = 128;
   // First allocation on a fresh node: the same arena offset on both.
-  auto map = HashMap<uint64_t>::CreateLocalPart(node, 2, o);
+  rdma::Node* const local[] = {&node};
+  auto map = HashMap<uint64_t>::Create(conn, local, o);
   RETURN_IF_ERROR(map.status());
   RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both parts exist, both servers up
   auto session = rdma::Session::Create(node, conn);
@@ -143,6 +140,12 @@ absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
   client_or->reset();
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
+}
+
+// Errors say which node and phase they came from.
+absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
+  std::string where;
+  return util::Annotate(RunNodeAt(node, conn, where), where);
 }
 
 TEST(HashMapTwoNode, LocalPartsOverTcpConnector) {

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "util/status_macros.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
 #include "rdma/soft/soft_nic.h"
@@ -39,27 +40,18 @@ constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 
 uint8_t Pattern(int writer, int owner, int i) { return static_cast<uint8_t>(i * 31 + writer * 7 + owner * 3 + 1); }
 
-#define RETURN_IF_ERROR(expr)                                                       \
-  do {                                                                              \
-    absl::Status _st = (expr);                                                      \
-    if (!_st.ok()) return absl::Status(_st.code(), absl::StrCat(where, ": ", #expr, ": ", _st.message())); \
-  } while (0)
 #define REQUIRE(cond, ...)                                                          \
   do {                                                                              \
     if (!(cond)) return absl::InternalError(absl::StrCat(where, ": ", #cond, " failed: ", __VA_ARGS__)); \
   } while (0)
-#define ASSIGN_OR_RETURN(lhs, expr)                                                 \
-  auto lhs##_or = (expr);                                                           \
-  RETURN_IF_ERROR(lhs##_or.status());                                               \
-  auto lhs = std::move(*lhs##_or)
 
 double MicrosPerOp(Clock::duration d, int n) { return std::chrono::duration<double, std::micro>(d).count() / n; }
 
 // One node's part. Both nodes call it concurrently.
-absl::Status RunNode(Node& node, TcpConnector& conn) {
+absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
   const NodeId me = node.id();
   const NodeId other = static_cast<NodeId>(1 - me);
-  std::string where = absl::StrCat("node ", me);
+  where = absl::StrCat("node ", me);
   // The same body runs across the two-guest UDP link, where a fenced READ or
   // atomic can hit the rxe fence deadlock (tests/verbs/README.md). On the
   // soft fabric (one process) count them, so one never creeps in unnoticed.
@@ -80,17 +72,17 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
     }
   } unhook{soft_dev};
   // Deterministic allocation: the same offsets on both nodes.
-  ASSIGN_OR_RETURN(block, node.Allocate(4096));
-  ASSIGN_OR_RETURN(counter, node.Allocate(64));
+  ASSIGN_OR_RETURN(auto block, node.Allocate(4096));
+  ASSIGN_OR_RETURN(auto counter, node.Allocate(64));
   const uint64_t block_off = node.OffsetOf(block);
   const uint64_t counter_off = node.OffsetOf(counter);
   RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both arenas ready, both servers up
 
-  ASSIGN_OR_RETURN(session, Session::Create(node, conn));
+  ASSIGN_OR_RETURN(auto session, Session::Create(node, conn));
   Session& s = *session;
   for (NodeId target : {other, me}) {
     where = absl::StrCat("node ", me, " -> node ", target);
-    ASSIGN_OR_RETURN(arena, conn.Arena(target));
+    ASSIGN_OR_RETURN(auto arena, conn.Arena(target));
     const RemotePtr slot(target, arena.base + block_off + me * 1024);
     uint8_t out[256], in[256] = {};
     for (int i = 0; i < 256; ++i) out[i] = Pattern(me, target, i);
@@ -100,14 +92,14 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
 
     const RemotePtr cas_word = slot + 512, faa_word = slot + 520;
     RETURN_IF_ERROR(s.Write64(cas_word, 5));
-    ASSIGN_OR_RETURN(c1, s.CompareAndSwap(cas_word, 5, 9));
+    ASSIGN_OR_RETURN(auto c1, s.CompareAndSwap(cas_word, 5, 9));
     REQUIRE(c1 == 5, "CAS(5->9) returned ", c1);
-    ASSIGN_OR_RETURN(c2, s.CompareAndSwap(cas_word, 5, 11));
+    ASSIGN_OR_RETURN(auto c2, s.CompareAndSwap(cas_word, 5, 11));
     REQUIRE(c2 == 9, "failing CAS returned ", c2);
-    ASSIGN_OR_RETURN(v, s.Read64(cas_word));
+    ASSIGN_OR_RETURN(auto v, s.Read64(cas_word));
     REQUIRE(v == 9, "after CAS read ", v);
-    ASSIGN_OR_RETURN(f1, s.FetchAndAdd(faa_word, 3));
-    ASSIGN_OR_RETURN(f2, s.FetchAndAdd(faa_word, 4));
+    ASSIGN_OR_RETURN(auto f1, s.FetchAndAdd(faa_word, 3));
+    ASSIGN_OR_RETURN(auto f2, s.FetchAndAdd(faa_word, 4));
     REQUIRE(f1 == 0 && f2 == 3, "FAA returned ", f1, ", ", f2);
 
     // One chain, one doorbell: 8 WRITEs, 8 READs, FAA, CAS. No Fence before
@@ -137,7 +129,7 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
   if (me == 1) RETURN_IF_ERROR(conn.Barrier(10, kBarrierTimeout));
   for (NodeId target : {other, me}) {
     where = absl::StrCat("node ", me, " latency to node ", target);
-    ASSIGN_OR_RETURN(arena, conn.Arena(target));
+    ASSIGN_OR_RETURN(auto arena, conn.Arena(target));
     const RemotePtr w(target, arena.base + block_off + me * 1024 + 512);
     constexpr int kOps = 100;
     auto t0 = Clock::now();
@@ -152,8 +144,8 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
   {
     SessionOptions notify;
     notify.poll_mode = PollMode::kNotify;
-    ASSIGN_OR_RETURN(ns, Session::Create(node, conn, notify));
-    ASSIGN_OR_RETURN(arena, conn.Arena(other));
+    ASSIGN_OR_RETURN(auto ns, Session::Create(node, conn, notify));
+    ASSIGN_OR_RETURN(auto arena, conn.Arena(other));
     const RemotePtr w(other, arena.base + block_off + me * 1024 + 512);
     constexpr int kOps = 100;
     const auto t0 = Clock::now();
@@ -166,7 +158,7 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
 
   // A NIC-domain counter on node 0, hit by node 0 (loopback) and node 1 (remote).
   where = absl::StrCat("node ", me, " shared counter");
-  ASSIGN_OR_RETURN(arena0, conn.Arena(0));
+  ASSIGN_OR_RETURN(auto arena0, conn.Arena(0));
   const RemotePtr shared(0, arena0.base + counter_off);
   constexpr int kAdds = 200;
   for (int i = 0; i < kAdds; ++i) RETURN_IF_ERROR(s.FetchAndAdd(shared, 1).status());
@@ -186,7 +178,7 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
     const uint64_t total = __atomic_load_n(counter.local<uint64_t>(), __ATOMIC_ACQUIRE);
     REQUIRE(total == 2 * kAdds, "shared counter = ", total);
   }
-  ASSIGN_OR_RETURN(seen, s.Read64(shared));
+  ASSIGN_OR_RETURN(auto seen, s.Read64(shared));
   REQUIRE(seen == 2 * kAdds, "shared counter read over RDMA = ", seen);
   where = absl::StrCat("node ", me);
   RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));  // nobody tears down while the other still works
@@ -194,6 +186,12 @@ absl::Status RunNode(Node& node, TcpConnector& conn) {
           " fenced READ/atomic WRs posted: on rxe across the two-guest link they can deadlock (tests/verbs/README.md)");
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
+}
+
+// Errors say which node and phase they came from.
+absl::Status RunNode(Node& node, TcpConnector& conn) {
+  std::string where;
+  return util::Annotate(RunNodeAt(node, conn, where), where);
 }
 
 TEST(TwoNode, ReadWriteAtomicsAndBatchesBothWays) {

@@ -1,10 +1,10 @@
 // The quick-start demo: builds a 3-node cluster on the chosen fabric, runs
 // READ, WRITE, CAS and FAA on one word of node 0 over the three access paths
-// of DESIGN §2 (native CPU, loopback NIC, remote NIC), then puts and gets in
+// of docs/design.md §2 (native CPU, loopback NIC, remote NIC), then puts and gets in
 // a distributed hash map over the same three paths (tools/demo/map_demo.h),
 // checking every result and printing each path's per-operation costs.
 
-#include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_format.h"
 #include "rdma/cluster.h"
+#include "rdma/remote_ref.h"
+#include "rdma/rmw_word.h"
 #include "rdma/verbs/flags.h"
 #include "tools/demo/map_demo.h"
 #include "tools/demo/measure.h"
@@ -22,77 +24,84 @@ namespace {
 namespace po = boost::program_options;
 using demo::Measure;
 using demo::Row;
-using rdma::RemotePtr;
 
-// One path's implementation of the four verbs on an 8-byte word.
+// The demo's words on node 0, each with its one RMW domain (docs/design.md
+// §3): the native path RMWs `cpu` with CPU atomics, the NIC paths RMW `nic`
+// with NIC atomics. Mixing the two domains on one word would not be atomic.
+struct alignas(64) DemoLine {
+  rdma::CpuWord cpu;  // RMW'd by node 0's CPU only
+  rdma::NicWord nic;  // RMW'd by NIC atomics only (loopback and remote)
+  uint64_t pad_[6];
+};
+static_assert(offsetof(DemoLine, cpu) == 0 && offsetof(DemoLine, nic) == 8 && sizeof(DemoLine) == 64);
+
+// One path's implementation of the four verbs on its word of `line`.
 class PathOps {
  public:
   virtual ~PathOps() = default;
-  virtual absl::StatusOr<uint64_t> Read(RemotePtr w) = 0;
-  virtual absl::Status Write(RemotePtr w, uint64_t v) = 0;
-  virtual absl::StatusOr<uint64_t> Cas(RemotePtr w, uint64_t expected, uint64_t desired) = 0;
-  virtual absl::StatusOr<uint64_t> Faa(RemotePtr w, uint64_t add) = 0;
+  virtual absl::StatusOr<uint64_t> Read() = 0;
+  virtual absl::Status Write(uint64_t v) = 0;
+  virtual absl::StatusOr<uint64_t> CompareAndSwap(uint64_t expected, uint64_t desired) = 0;
+  virtual absl::StatusOr<uint64_t> FetchAndAdd(uint64_t add) = 0;
 };
 
-// Native: CPU loads, stores and atomics on the owner's memory. (This word is
-// only RMW'd by one domain at a time in the demo; mixing is what locks/ is for.)
+// Native: CPU loads, stores and atomics on the owner's memory.
 class NativeOps : public PathOps {
  public:
-  absl::StatusOr<uint64_t> Read(RemotePtr w) override { return Word(w).load(std::memory_order_acquire); }
-  absl::Status Write(RemotePtr w, uint64_t v) override {
-    Word(w).store(v, std::memory_order_release);
+  explicit NativeOps(rdma::RemoteRef<DemoLine> line) : w_(line.Local(0).cpu) {}
+  absl::StatusOr<uint64_t> Read() override { return w_.Load(); }
+  absl::Status Write(uint64_t v) override {
+    w_.Store(v);
     return absl::OkStatus();
   }
-  absl::StatusOr<uint64_t> Cas(RemotePtr w, uint64_t expected, uint64_t desired) override {
-    Word(w).compare_exchange_strong(expected, desired);
-    return expected;
-  }
-  absl::StatusOr<uint64_t> Faa(RemotePtr w, uint64_t add) override { return Word(w).fetch_add(add); }
+  absl::StatusOr<uint64_t> CompareAndSwap(uint64_t e, uint64_t d) override { return w_.CompareAndSwap(e, d); }
+  absl::StatusOr<uint64_t> FetchAndAdd(uint64_t add) override { return w_.FetchAndAdd(add); }
 
  private:
-  static std::atomic_ref<uint64_t> Word(RemotePtr w) { return std::atomic_ref<uint64_t>(*w.local<uint64_t>()); }
+  rdma::CpuWord& w_;
 };
 
 // Loopback and remote: the same calls through a Session; which QP carries
 // them is decided by the session's node vs the word's node.
 class NicOps : public PathOps {
  public:
-  explicit NicOps(rdma::Session& s) : s_(s) {}
-  absl::StatusOr<uint64_t> Read(RemotePtr w) override { return s_.Read64(w); }
-  absl::Status Write(RemotePtr w, uint64_t v) override { return s_.Write64(w, v); }
-  absl::StatusOr<uint64_t> Cas(RemotePtr w, uint64_t e, uint64_t d) override { return s_.CompareAndSwap(w, e, d); }
-  absl::StatusOr<uint64_t> Faa(RemotePtr w, uint64_t add) override { return s_.FetchAndAdd(w, add); }
+  NicOps(rdma::Session& s, rdma::RemoteRef<DemoLine> line) : s_(s), w_(line.Field(&DemoLine::nic)) {}
+  absl::StatusOr<uint64_t> Read() override { return w_.Read(s_); }
+  absl::Status Write(uint64_t v) override { return w_.Write(s_, v); }
+  absl::StatusOr<uint64_t> CompareAndSwap(uint64_t e, uint64_t d) override { return w_.CompareAndSwap(s_, e, d); }
+  absl::StatusOr<uint64_t> FetchAndAdd(uint64_t add) override { return w_.FetchAndAdd(s_, add); }
 
  private:
   rdma::Session& s_;
+  rdma::RemoteWord<rdma::NicWord> w_;
 };
 
 // Runs and checks the four verbs on `word` over `ops`; appends cost rows.
-absl::Status Exercise(const std::string& path, PathOps& ops, RemotePtr word, int reps, std::vector<Row>& rows) {
+absl::Status Exercise(const std::string& path, PathOps& ops, int reps, std::vector<Row>& rows) {
   auto check = [&](bool cond, const std::string& what) {
     return cond ? absl::OkStatus() : absl::InternalError(absl::StrFormat("%s path: %s", path, what));
   };
-  if (auto s = ops.Write(word, 10); !s.ok()) return s;
-  auto r = ops.Read(word);
+  if (auto s = ops.Write(10); !s.ok()) return s;
+  auto r = ops.Read();
   if (!r.ok()) return r.status();
   if (auto s = check(*r == 10, "READ after WRITE did not see 10"); !s.ok()) return s;
-  auto c1 = ops.Cas(word, 10, 20);
+  auto c1 = ops.CompareAndSwap(10, 20);
   if (!c1.ok()) return c1.status();
   if (auto s = check(*c1 == 10, "successful CAS did not return 10"); !s.ok()) return s;
-  auto c2 = ops.Cas(word, 10, 30);
+  auto c2 = ops.CompareAndSwap(10, 30);
   if (!c2.ok()) return c2.status();
   if (auto s = check(*c2 == 20, "failed CAS did not return the current value 20"); !s.ok()) return s;
-  auto f = ops.Faa(word, 5);
+  auto f = ops.FetchAndAdd(5);
   if (!f.ok()) return f.status();
-  auto r2 = ops.Read(word);
+  auto r2 = ops.Read();
   if (!r2.ok()) return r2.status();
   if (auto s = check(*f == 20 && *r2 == 25, "FAA 20+5 did not give 25"); !s.ok()) return s;
 
   uint64_t v = 0;
-  if (auto s = Measure(path, "WRITE", reps, rows, [&](int) { return ops.Write(word, ++v); }); !s.ok()) return s;
-  if (auto s = Measure(path, "READ", reps, rows, [&](int) { return ops.Read(word).status(); }); !s.ok()) return s;
-  if (auto s = Measure(path, "CAS", reps, rows, [&](int) { return ops.Cas(word, v, v + 1).status(); }); !s.ok()) return s;
-  if (auto s = Measure(path, "FAA", reps, rows, [&](int) { return ops.Faa(word, 1).status(); }); !s.ok()) return s;
+  if (auto s = Measure(path, "WRITE", reps, rows, [&](int) { return ops.Write(++v); }); !s.ok()) return s;
+  if (auto s = Measure(path, "READ", reps, rows, [&](int) { return ops.Read().status(); }); !s.ok()) return s;
+  if (auto s = Measure(path, "CAS", reps, rows, [&](int) { return ops.CompareAndSwap(v, v + 1).status(); }); !s.ok()) return s;
+  if (auto s = Measure(path, "FAA", reps, rows, [&](int) { return ops.FetchAndAdd(1).status(); }); !s.ok()) return s;
   return absl::OkStatus();
 }
 
@@ -154,19 +163,21 @@ int main(int argc, char** argv) {
   std::cout << "fabric: " << rdma::FabricKindName((*cluster)->fabric().kind()) << ", device "
             << (*cluster)->node(0).device().name() << ", atomics: "
             << rdma::AtomicScopeName((*cluster)->node(0).device().caps().atomic_scope) << "\n"
-            << "3 nodes; the word lives on node 0; native and loopback run on node 0, remote on node 1\n\n";
-  auto word = (*cluster)->node(0).Allocate(8);
-  if (!word.ok()) {
-    std::cerr << word.status() << "\n";
+            << "3 nodes; the words live on node 0 (a CpuWord for the native path, a NicWord for the NIC paths);\n"
+            << "native and loopback run on node 0, remote on node 1\n\n";
+  auto mem = (*cluster)->node(0).Allocate(sizeof(DemoLine));
+  if (!mem.ok()) {
+    std::cerr << mem.status() << "\n";
     return 1;
   }
+  const auto line = rdma::RemoteRef<DemoLine>::At(*mem);
 
   std::vector<Row> rows;
   absl::Status status;
   {
     rdma::BindThisThreadToNode(0);
-    NativeOps native;
-    status = Exercise("native", native, *word, reps, rows);
+    NativeOps native(line);
+    status = Exercise("native", native, reps, rows);
   }
   for (auto [path, node] : {std::pair<const char*, rdma::NodeId>{"loopback", 0}, {"remote", 1}}) {
     if (!status.ok()) break;
@@ -175,14 +186,14 @@ int main(int argc, char** argv) {
       status = session.status();
       break;
     }
-    NicOps nic(**session);
-    status = Exercise(path, nic, *word, reps, rows);
+    NicOps nic(**session, line);
+    status = Exercise(path, nic, reps, rows);
   }
   if (!status.ok()) {
     std::cerr << "cluster_demo: FAILED: " << status << "\n";
     return 1;
   }
-  std::cout << "One 8-byte word on node 0:\n";
+  std::cout << "One 8-byte word on node 0 per RMW domain:\n";
   demo::PrintRows(rows);
 
   std::vector<Row> map_rows;

@@ -1,0 +1,31 @@
+#include "structures/common/client.h"
+
+namespace structures {
+
+absl::StatusOr<StructureClient> StructureClient::Create(const PartDirectory& parts, rdma::Node& node,
+                                                        rdma::Session* session, int max_held) {
+  const std::string what(parts.what());
+  if (node.id() >= parts.num_nodes()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "::NewClient: node ", node.id(),
+                                                   " out of range: it has ", parts.num_nodes(), " nodes"));
+  }
+  if (node.is_shut_down()) {
+    return absl::FailedPreconditionError(absl::StrCat(what, "::NewClient: node ", node.id(), " is shut down"));
+  }
+  if (session != nullptr && (session->self() != node.id() || session->num_nodes() != parts.num_nodes())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "::NewClient: session of node ", session->self(), " with ",
+                                                   session->num_nodes(), " nodes; need node ", node.id(), " with ",
+                                                   parts.num_nodes()));
+  }
+  absl::StatusOr<std::vector<rdma::RemotePtr>> bases = parts.Resolve(session);
+  if (!bases.ok()) return bases.status();
+  std::vector<rdma::Node*> nodes(static_cast<size_t>(parts.num_nodes()));
+  for (int n = 0; n < parts.num_nodes(); ++n) nodes[n] = parts.local_node(static_cast<rdma::NodeId>(n));
+  locks::ClientOptions lo;
+  lo.max_held = max_held;
+  absl::StatusOr<std::unique_ptr<locks::ALockClient>> lock = locks::ALockClient::Create(node, session, lo);
+  if (!lock.ok()) return lock.status();
+  return StructureClient(what, std::move(*bases), std::move(nodes), node, session, std::move(*lock));
+}
+
+}  // namespace structures

@@ -1,0 +1,164 @@
+#ifndef STRUCTURES_COMMON_CLIENT_H_
+#define STRUCTURES_COMMON_CLIENT_H_
+
+// What every structure's per-thread client does the same way (docs/design.md
+// §9): find the parts, route an operation to its home node and path, read
+// optimistically with a bounded fallback to reading under the lock, and run a
+// writer's step under the lock. A structure's client owns one StructureClient
+// and writes only its own algorithm on top.
+//
+// Threading: one thread, like the Session it uses.
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "locks/alock.h"
+#include "locks/lock.h"
+#include "rdma/node.h"
+#include "rdma/path.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+#include "structures/common/parts.h"
+
+namespace structures {
+
+using rdma::Path;
+
+// Per-client counters of the optimistic reads (plain; read by the client's
+// thread or after it stops).
+struct ReadStats {
+  uint64_t torn_reads = 0;    // optimistic reads that failed validation
+  uint64_t locked_reads = 0;  // reads that gave up optimism and took the lock
+};
+
+// Where one operation goes.
+struct Route {
+  rdma::NodeId home = 0;
+  Path path = Path::kNative;  // taken: kNative, kLoopback or kRemote
+  rdma::RemotePtr base;       // the home node's part
+  bool native() const { return path == Path::kNative; }
+};
+
+class StructureClient {
+ public:
+  // Torn optimistic reads in a row before a reader takes the lock.
+  static constexpr int kOptimisticReads = 64;
+
+  // A client on `node` (hosted by this process) using `session` (that
+  // thread's own Session on `node`; null for a client that only takes the
+  // native path) for the structure whose parts `parts` describes. Allocates
+  // an ALock client with `max_held` descriptors in `node`'s arena. Errors:
+  // InvalidArgument (node out of range, a session of another node or
+  // cluster), FailedPrecondition (node shut down, a part unreachable).
+  static absl::StatusOr<StructureClient> Create(const PartDirectory& parts, rdma::Node& node,
+                                                rdma::Session* session, int max_held = 1);
+
+  StructureClient(StructureClient&&) = default;
+  StructureClient& operator=(StructureClient&&) = delete;
+
+  // Routes an operation on node `home`'s part requested with `requested`.
+  // Errors: FailedPrecondition (this client's node is shut down; a NIC path
+  // is needed but there is no Session), Unavailable (home is a node of this
+  // process that is shut down), InvalidArgument (a path that cannot be
+  // honoured, rdma/path.h).
+  absl::Status RouteTo(rdma::NodeId home, Path requested, Route* r) const {
+    if (node_.is_shut_down()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what_, " client on node ", node_.id(), ": the node is shut down"));
+    }
+    if (home >= bases_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": node ", home, " out of range: it has ", bases_.size(), " nodes"));
+    }
+    if (nodes_[home] != nullptr && nodes_[home]->is_shut_down()) {
+      return absl::UnavailableError(absl::StrCat(what_, ": node ", home, " is shut down"));
+    }
+    if (absl::Status s = rdma::CheckPath(requested, node_.id(), home); !s.ok()) return s;
+    r->home = home;
+    r->path = rdma::TakenPath(requested, node_.id(), home);
+    r->base = bases_[home];
+    if (r->base.is_null() || (!r->native() && session_ == nullptr)) return NoSession(home);
+    return absl::OkStatus();
+  }
+
+  // Reads with `read_once(bool* valid)` until it reports a valid read, at
+  // most kOptimisticReads times (yielding after the first few, so a writer
+  // on the same core can finish); then once more under `lock` (taken over
+  // `r`'s path), which a correct structure always validates, since writers
+  // hold the lock. A read still invalid under the lock is DataLoss
+  // (`what_broke` says what): only a writer that bypassed the lock causes it.
+  template <typename ReadOnce>
+  absl::Status ReadValidated(const Route& r, rdma::RemotePtr lock, ReadOnce&& read_once,
+                             absl::string_view what_broke) {
+    bool valid = false;
+    for (int attempt = 0; attempt < kOptimisticReads; ++attempt) {
+      if (absl::Status s = read_once(&valid); !s.ok()) return s;
+      if (valid) return absl::OkStatus();
+      ++stats_.torn_reads;
+      if (attempt >= 2) std::this_thread::yield();
+    }
+    ++stats_.locked_reads;
+    absl::Status s = WithLock(r, lock, [&] { return read_once(&valid); });
+    if (!s.ok()) return s;
+    if (!valid) return Corrupt(what_broke);
+    return absl::OkStatus();
+  }
+
+  // Takes `lock` over `r`'s path, runs `step`, and releases the lock if it is
+  // still held (a step may release it itself). Every exit releases it; the
+  // step's error wins over the unlock's.
+  template <typename Step>
+  absl::Status WithLock(const Route& r, rdma::RemotePtr lock, Step&& step) {
+    if (absl::Status s = lock_->Lock(lock, r.path); !s.ok()) return s;
+    absl::Status s = step();
+    if (lock_->Holds(lock)) {
+      absl::Status u = lock_->Unlock(lock);
+      if (s.ok()) s = u;
+    }
+    return s;
+  }
+
+  absl::Status Corrupt(absl::string_view what_broke) const {
+    return absl::DataLossError(absl::StrCat(what_, ": ", what_broke, " under the lock (a writer bypassed the lock)"));
+  }
+  absl::Status NoSession(rdma::NodeId home) const {
+    return absl::FailedPreconditionError(absl::StrCat(what_, " client on node ", node_.id(),
+                                                      " has no Session: cannot reach node ", home, " through the NIC"));
+  }
+
+  rdma::Node& node() const { return node_; }
+  rdma::Session* session() const { return session_; }
+  locks::ALockClient& lock() { return *lock_; }
+  int num_nodes() const { return static_cast<int>(bases_.size()); }
+  const ReadStats& stats() const { return stats_; }
+  ReadStats& mutable_stats() { return stats_; }
+
+ private:
+  StructureClient(std::string what, std::vector<rdma::RemotePtr> bases, std::vector<rdma::Node*> nodes,
+                  rdma::Node& node, rdma::Session* session, std::unique_ptr<locks::ALockClient> lock)
+      : what_(std::move(what)),
+        bases_(std::move(bases)),
+        nodes_(std::move(nodes)),
+        node_(node),
+        session_(session),
+        lock_(std::move(lock)) {}
+
+  std::string what_;
+  std::vector<rdma::RemotePtr> bases_;  // per node: its part (null: unreachable)
+  std::vector<rdma::Node*> nodes_;      // per node when in this process (to see shut-downs)
+  rdma::Node& node_;
+  rdma::Session* session_;
+  std::unique_ptr<locks::ALockClient> lock_;
+  ReadStats stats_;
+};
+
+}  // namespace structures
+
+#endif  // STRUCTURES_COMMON_CLIENT_H_

@@ -1,0 +1,96 @@
+#include "structures/common/parts.h"
+
+#include <algorithm>
+#include <string>
+
+namespace structures {
+
+PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
+  if (this != &other) {
+    FreeAll();
+    what_ = std::move(other.what_);
+    num_nodes_ = std::exchange(other.num_nodes_, 0);
+    part_bytes_ = std::exchange(other.part_bytes_, 0);
+    part_offset_ = std::exchange(other.part_offset_, 0);
+    bases_ = std::move(other.bases_);
+    nodes_ = std::move(other.nodes_);
+    other.bases_.clear();
+    other.nodes_.clear();
+  }
+  return *this;
+}
+
+void PartDirectory::FreeAll() {
+  for (size_t n = 0; n < bases_.size(); ++n) {
+    if (nodes_[n] != nullptr && !bases_[n].is_null()) nodes_[n]->Free(bases_[n], part_bytes_);
+    bases_[n] = rdma::RemotePtr();
+  }
+}
+
+absl::StatusOr<PartDirectory> PartDirectory::Create(absl::string_view what, int num_nodes,
+                                                    absl::Span<rdma::Node* const> local_nodes, size_t part_bytes,
+                                                    const InitPart& init) {
+  if (num_nodes < 1 || num_nodes > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": num_nodes ", num_nodes, " out of range 1..65536"));
+  }
+  if (local_nodes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no local node to create a part on"));
+  }
+  PartDirectory d;
+  d.what_ = std::string(what);
+  d.num_nodes_ = num_nodes;
+  d.part_bytes_ = part_bytes;
+  d.bases_.assign(static_cast<size_t>(num_nodes), rdma::RemotePtr());
+  d.nodes_.assign(static_cast<size_t>(num_nodes), nullptr);
+  for (rdma::Node* node : local_nodes) {
+    if (node == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, ": null node"));
+    if (node->id() >= num_nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": node id ", node->id(), " out of range for ", num_nodes, " nodes"));
+    }
+    if (d.nodes_[node->id()] != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": node ", node->id(), " given twice"));
+    }
+    if (node->is_shut_down()) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": node ", node->id(), " is shut down"));
+    }
+    absl::StatusOr<rdma::RemotePtr> base = node->Allocate(part_bytes, 64);
+    if (!base.ok()) {
+      return absl::Status(base.status().code(), absl::StrCat(what, ": node ", node->id(), "'s part (", part_bytes,
+                                                             " bytes): ", base.status().message()));
+    }
+    d.nodes_[node->id()] = node;
+    d.bases_[node->id()] = *base;  // owned from here: freed by ~PartDirectory on any error below
+    const uint64_t offset = node->OffsetOf(*base);
+    if (node == local_nodes.front()) {
+      d.part_offset_ = offset;
+    } else if (offset != d.part_offset_ && static_cast<int>(local_nodes.size()) < num_nodes) {
+      // With every node in this process the offsets need not agree; otherwise
+      // other processes find the parts they do not host at the shared offset.
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": node ", node->id(), "'s part is at arena offset ", offset, " but node ",
+                       local_nodes.front()->id(), "'s at ", d.part_offset_,
+                       "; create parts at the same point of every node's allocation sequence"));
+    }
+    if (init) {
+      if (absl::Status s = init(*node, *base); !s.ok()) return s;
+    }
+  }
+  return d;
+}
+
+absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::Session* session) const {
+  std::vector<rdma::RemotePtr> bases = bases_;
+  for (int n = 0; n < num_nodes_; ++n) {
+    if (!bases[n].is_null() || session == nullptr) continue;  // others unreachable without a session anyway
+    const rdma::ArenaInfo& a = session->arena(static_cast<rdma::NodeId>(n));
+    if (part_offset_ + part_bytes_ > a.length) {
+      return absl::FailedPreconditionError(absl::StrCat(what_, ": node ", n, "'s arena (", a.length,
+                                                        " bytes) cannot hold the part at offset ", part_offset_));
+    }
+    bases[n] = rdma::RemotePtr(static_cast<rdma::NodeId>(n), a.base + part_offset_);
+  }
+  return bases;
+}
+
+}  // namespace structures

@@ -1,0 +1,92 @@
+#ifndef STRUCTURES_COMMON_PARTS_H_
+#define STRUCTURES_COMMON_PARTS_H_
+
+// The per-node part directory every distributed structure has: where each
+// node's part lives, which of those nodes are in this process, and the
+// lifecycle of the parts this process allocated (docs/design.md §9).
+//
+// A structure's memory is one "part" per node, each in its node's registered
+// arena. A process creates the parts of the nodes it hosts (all of them for an
+// in-process rdma::Cluster, its own one in a multi-process service), at the
+// same point of every node's deterministic allocation sequence, so a part sits
+// at the same arena offset on every node; the parts of nodes in other
+// processes are found from that offset and the arena bases a Session learned
+// from its Connector (Resolve). Zero-filled memory is a valid empty part for
+// every structure here, so peers may use a part before its owner created it.
+//
+// Ownership: the directory frees the parts it allocated when destroyed. It is
+// move-only. It must be destroyed before its nodes, and after every client
+// that uses its parts has stopped.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "rdma/node.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+
+namespace structures {
+
+class PartDirectory {
+ public:
+  // Called once per newly allocated (zero-filled) part, before Create returns,
+  // to initialize it with CPU stores (e.g. non-default lock budgets).
+  using InitPart = std::function<absl::Status(rdma::Node& node, rdma::RemotePtr part)>;
+
+  PartDirectory() = default;
+  PartDirectory(PartDirectory&& other) noexcept { *this = std::move(other); }
+  PartDirectory& operator=(PartDirectory&& other) noexcept;
+  PartDirectory(const PartDirectory&) = delete;
+  PartDirectory& operator=(const PartDirectory&) = delete;
+  ~PartDirectory() { FreeAll(); }
+
+  // Allocates a part of `part_bytes` (64-aligned) on each of `local_nodes`
+  // (the nodes this process hosts; ids < num_nodes, distinct) and runs `init`
+  // on it. `what` names the structure in error messages. Errors:
+  // InvalidArgument (num_nodes outside 1..65536, no or repeated local nodes,
+  // a node id out of range), FailedPrecondition (a node is shut down; the
+  // local parts landed at different arena offsets, so remote processes could
+  // not find them), ResourceExhausted (an arena is full, naming its size).
+  // On error nothing stays allocated.
+  static absl::StatusOr<PartDirectory> Create(absl::string_view what, int num_nodes,
+                                              absl::Span<rdma::Node* const> local_nodes, size_t part_bytes,
+                                              const InitPart& init = nullptr);
+
+  absl::string_view what() const { return what_; }
+  int num_nodes() const { return num_nodes_; }
+  size_t part_bytes() const { return part_bytes_; }
+  // Node n's part when this process created it, else null (another
+  // process's part: see Resolve).
+  rdma::RemotePtr local_base(rdma::NodeId n) const { return n < bases_.size() ? bases_[n] : rdma::RemotePtr(); }
+  // Node n when this process hosts it, else null.
+  rdma::Node* local_node(rdma::NodeId n) const { return n < nodes_.size() ? nodes_[n] : nullptr; }
+
+  // Every node's part base as a client with `session` (may be null: then only
+  // this process's parts) sees it; null for a part it cannot reach.
+  // FailedPrecondition when a node's arena (as the session knows it) cannot
+  // hold the part at the shared offset.
+  absl::StatusOr<std::vector<rdma::RemotePtr>> Resolve(const rdma::Session* session) const;
+
+ private:
+  void FreeAll();
+
+  std::string what_;
+  int num_nodes_ = 0;
+  size_t part_bytes_ = 0;
+  uint64_t part_offset_ = 0;            // the parts' arena offset on every node
+  std::vector<rdma::RemotePtr> bases_;  // per node; null = not created by this process
+  std::vector<rdma::Node*> nodes_;      // per node when in this process, else null
+};
+
+}  // namespace structures
+
+#endif  // STRUCTURES_COMMON_PARTS_H_
