@@ -1,6 +1,6 @@
 // Throughput and per-operation costs of structures::HashMap (GitHub issue 6)
 // on its three access paths, next to the single-machine maps a user would
-// pick instead (DESIGN §8).
+// pick instead (docs/design.md §8).
 //
 //   bazel run -c opt //bench:hash_map_bench -- --benchmark_counters_tabular=true
 //

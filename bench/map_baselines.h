@@ -2,7 +2,7 @@
 #define BENCH_MAP_BASELINES_H_
 
 // What a user would pick instead of structures::HashMap on one machine
-// (DESIGN §8): the native-path timings of the map are compared, in the same
+// (docs/design.md §8): the native-path timings of the map are compared, in the same
 // run, against
 //  * MutexUnorderedMap: std::unordered_map guarded by one std::mutex;
 //  * ShardedFlatHashMap: absl::flat_hash_map split into kShards shards, each

@@ -1,7 +1,7 @@
 #ifndef LOCKS_ALOCK_H_
 #define LOCKS_ALOCK_H_
 
-// ALock (Baran, Nelson-Slivon, Tseng, Palmieri, SPAA 2024), DESIGN §4.
+// ALock (Baran, Nelson-Slivon, Tseng, Palmieri, SPAA 2024), docs/design.md §4.
 //
 // Two MCS queues ("cohorts") and a Peterson handoff between them:
 //  * the local cohort: threads on the lock's node taking the native path. Its

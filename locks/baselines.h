@@ -1,7 +1,7 @@
 #ifndef LOCKS_BASELINES_H_
 #define LOCKS_BASELINES_H_
 
-// The baseline locks of DESIGN §4, under the LockClient interface. Each uses
+// The baseline locks of docs/design.md §4, under the LockClient interface. Each uses
 // one kLockBytes line, whose first word is the lock word; the all-zero line is
 // unlocked.
 //

@@ -3,7 +3,7 @@
 
 // The common lock interface: lock tables in registered memory, addressed by
 // rdma::RemotePtr, and a per-thread LockClient that acquires and releases them
-// over the native, loopback or remote path (DESIGN §2, §4).
+// over the native, loopback or remote path (docs/design.md §2, §4).
 //
 // Quick start (what a structure built on the locks does):
 //
@@ -80,7 +80,7 @@ enum class Cohort : uint8_t { kLocal = 0, kRemote = 1 };
 absl::string_view CohortName(Cohort c);
 
 // ALock budgets: how many consecutive acquisitions one cohort may make while
-// the other cohort waits (DESIGN §4). Must be >= 1; the paper used 5 and 5.
+// the other cohort waits (docs/design.md §4). Must be >= 1; the paper used 5 and 5.
 struct Budgets {
   int32_t local = 5;
   int32_t remote = 5;

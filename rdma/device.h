@@ -112,7 +112,7 @@ absl::string_view AtomicScopeName(DeviceCaps::AtomicScope s);
 // IBV_ATOMIC_NONE): FailedPrecondition naming `device_name`, what needs the
 // atomics and what to do. With `need_global`, also refuses kHca (NIC atomics
 // that are not atomic with CPU atomics): only a design that mixes CPU and NIC
-// RMWs on one word would ask for that, and DESIGN §3 says not to.
+// RMWs on one word would ask for that, and docs/design.md §3 says not to.
 absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global = false,
                             absl::string_view device_name = "the RDMA device");
 

@@ -44,7 +44,7 @@ absl::Status RequireAtomics(const DeviceCaps& caps, bool need_global, absl::stri
         return absl::FailedPreconditionError(absl::StrCat(
             device_name,
             " reports atomic_cap = IBV_ATOMIC_HCA: its atomics are atomic only among NIC operations on this "
-            "device, not with CPU atomics on the same word. Give every word one RMW domain (DESIGN §3: NIC-RMW "
+            "device, not with CPU atomics on the same word. Give every word one RMW domain (docs/design.md §3: NIC-RMW "
             "words are updated through loopback RDMA) instead of requiring IBV_ATOMIC_GLOB"));
       }
       return absl::OkStatus();

@@ -28,7 +28,7 @@ struct FabricOptions {
   std::chrono::nanoseconds soft_latency{0};
   // soft: copy READ/WRITE payloads one byte at a time, so an aligned 8-byte
   // word can tear against CPU accesses, as on Soft-RoCE (rxe) (see
-  // SoftDeviceOptions::byte_granular_copies). Default off: DESIGN §3.
+  // SoftDeviceOptions::byte_granular_copies). Default off: docs/design.md §3.
   bool soft_byte_granular_copies = false;
 };
 

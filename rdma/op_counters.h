@@ -5,7 +5,7 @@
 
 namespace rdma {
 
-// Hardware-independent cost counts (DESIGN §8), kept per thread so that the
+// Hardware-independent cost counts (docs/design.md §8), kept per thread so that the
 // hot path never shares a cache line. rdma::Session bumps them; benchmarks
 // read deltas around the measured region.
 struct OpCounters {

@@ -1,7 +1,7 @@
 #ifndef RDMA_RMW_WORD_H_
 #define RDMA_RMW_WORD_H_
 
-// RMW-domain words (DESIGN §3): the types that make "who may read-modify-write
+// RMW-domain words (docs/design.md §3): the types that make "who may read-modify-write
 // this 8-byte word" visible, and enforce it.
 //
 // An RNIC's atomics (CAS, FAA) are atomic only among NIC atomics on the same

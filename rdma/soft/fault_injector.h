@@ -25,7 +25,7 @@ class FaultInjector {
   // value and before writing the new one, until ResumeAtomic() or at most
   // kMaxAtomicPause (then it continues on its own, so a test that fails before
   // resuming cannot hang). This opens the window in which a CPU atomic on the
-  // same word is lost (DESIGN §3).
+  // same word is lost (docs/design.md §3).
   static constexpr std::chrono::seconds kMaxAtomicPause{10};
   void PauseNextAtomic();
   // Blocks until an armed atomic has paused; false on timeout.

@@ -31,7 +31,7 @@ absl::string_view StateName(QpState s) {
 // Moves `len` bytes between the initiator's buffer `local` and target memory
 // `remote` (to_remote: WRITE; else READ) the way a NIC DMA engine does: every
 // aligned 8-byte word of remote memory the transfer covers fully is one
-// single-copy-atomic 8-byte access (so it never tears, DESIGN §3), and only
+// single-copy-atomic 8-byte access (so it never tears, docs/design.md §3), and only
 // the unaligned head and tail bytes are moved byte by byte. The copy hook
 // fires after each such word, numbered from 0 at the first whole word. The
 // local side has no such guarantee (it is the poster's own buffer), so it is
@@ -216,7 +216,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
     case Opcode::kCompareSwap:
     case Opcode::kFetchAdd: {
       // Atomic among NIC atomics on this device only: a CPU atomic on the
-      // same word does not take this lock and can be lost (DESIGN §3).
+      // same word does not take this lock and can be lost (docs/design.md §3).
       auto* word = static_cast<uint64_t*>(remote_buf);
       uint64_t old;
       {

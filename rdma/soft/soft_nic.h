@@ -2,7 +2,7 @@
 #define RDMA_SOFT_SOFT_NIC_H_
 
 // The in-process software RNIC: a faithful test double for a verbs device
-// (DESIGN §5). Several nodes live in one process, each with its own SoftDevice;
+// (docs/design.md §6). Several nodes live in one process, each with its own SoftDevice;
 // all devices opened from one SoftFabric share a simulated network.
 //
 // Faithfulness contract:
@@ -73,7 +73,7 @@ struct SoftDeviceOptions {
   //  * An aligned 8-byte word is NOT single-copy atomic against CPU loads and
   //    stores: a CPU load racing a WRITE can see some bytes new and the rest
   //    old, and a READ racing a CPU store can return such a mix. This breaks
-  //    DESIGN §3's word atomicity on purpose; code must tolerate it to be
+  //    docs/design.md §3's word atomicity on purpose; code must tolerate it to be
   //    correct on rxe.
   //  * Each byte is still never torn, and the bytes of one transfer land in
   //    ascending address order (as x86 memcpy does; code must not rely on
@@ -84,7 +84,7 @@ struct SoftDeviceOptions {
   //  * The copy hook (FaultInjector::SetCopyHook) fires after every byte, with
   //    the byte's index in the transfer, instead of after every word, so a
   //    test can stop a WRITE between the bytes of one word.
-  // Default false: aligned words are single-copy atomic (DESIGN §3).
+  // Default false: aligned words are single-copy atomic (docs/design.md §3).
   bool byte_granular_copies = false;
   // With byte_granular_copies: copy each transfer from its last byte to its
   // first (the hook still gets each byte's offset in the transfer).

@@ -3,7 +3,7 @@
 
 // A distributed hash map from uint64_t keys to small trivially copyable
 // values, living in the registered arenas of a cluster's nodes and usable by
-// any thread on any node (DESIGN §2). Linearizable for any mix of paths.
+// any thread on any node (docs/design.md §2). Linearizable for any mix of paths.
 //
 //   // In-process cluster (tests, benchmarks): every node's part at once.
 //   ASSIGN_OR_RETURN(auto map, structures::HashMap<Value>::Create(*cluster, {.groups_per_node = 4096}));
@@ -115,6 +115,7 @@ template <typename V, typename Policy = HashMapPolicy>
 class HashMap {
   using L = hash_map_internal::SlotLayout<V>;
   static_assert(HashMapValue<V>, "HashMap<V>: V must be trivially copyable and at most 56 bytes");
+  static_assert(hash_map_internal::GroupLayoutOk<V>());
 
  public:
   using Client = HashMapClient<V, Policy>;

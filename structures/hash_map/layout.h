@@ -12,9 +12,21 @@
 //                                 CPU-RMW, victim plain; see locks/alock.h)
 //   offset 64   Slot[0] .. Slot[kSlotsPerGroup-1]
 //
-// A slot is kWords PlainWords (locks/rmw_word.h: nobody RMWs them; the holder
-// of the group lock stores them, with CPU stores natively or one RDMA WRITE
-// remotely; anyone loads them, with CPU loads or RDMA READ):
+// Every word's RMW domain (docs/design.md §3), fixed by its declared type:
+//
+//   word                    type       RMW'd by            others may
+//   ----------------------  ---------  ------------------  -----------------------
+//   lock.r_tail             NicWord    NIC CAS (lockers    CPU-load it
+//                                      on the NIC paths)
+//   lock.l_tail             CpuWord    CPU (native         RDMA READ it
+//                                      lockers)
+//   lock.victim, .budgets   PlainWord  nobody              store/load, both sides
+//   slots[i].w[*]           PlainWord  nobody              the group-lock holder
+//                                                          stores (CPU stores or
+//                                                          one RDMA WRITE); anyone
+//                                                          loads (CPU or READ)
+//
+// A slot is kWords PlainWords:
 //
 //   word 0                 state: bit 0 = occupied, bits 1.. = version (number
 //                          of writes this slot has seen; never wraps in practice)
@@ -143,7 +155,21 @@ template <typename V>
 struct alignas(64) Group {
   locks::ALockWord lock;
   Slot<SlotLayout<V>::kWords> slots[kSlotsPerGroup];
+
 };
+
+// The offsets the NIC path computes with (SlotLayout) are the struct's.
+// Instantiated by HashMap<V> (a class cannot assert on itself while incomplete).
+template <typename V>
+constexpr bool GroupLayoutOk() {
+  using L = SlotLayout<V>;
+  static_assert(std::is_standard_layout_v<Group<V>>);
+  static_assert(offsetof(Group<V>, lock) == 0);
+  static_assert(offsetof(Group<V>, slots) == L::kSlotsOffset);
+  static_assert(sizeof(Slot<L::kWords>) == L::kBytes);
+  static_assert(sizeof(Group<V>) == L::kGroupBytes);
+  return true;
+}
 
 // Where a key lives: its home node, the group index within that node's part,
 // and the slot where the group's circular scan for the key starts.
@@ -196,90 +222,19 @@ struct Lookup {
 // Empty slots are never checked. So a hit at the first probe reads one slot,
 // and torn slots of other keys never make a hit retry.
 //
-// Why a reader may trust this without the lock (the linearizability argument;
-// the writer side is in native_path.h / rdma_path.h):
-//  * Writers hold the group lock, so the writes to one slot are serialized,
-//    and each write stores a slot tuple (state, key, value, checksum). The
-//    state word carries a version (writes to the slot so far), so no two
-//    writes of a slot store the same state or checksum word. Every slot word
-//    is an aligned 8-byte word, stored and loaded single-copy atomically: CPU
-//    stores and loads, RDMA WRITE and READ word by word, in an unspecified
-//    order within one WRITE or READ (DESIGN §3). A native writer stores state,
-//    key, value, checksum in that order; a NIC writer's words land in any
-//    order.
-//  * Each write W takes effect at one instant inside its lock hold (its
-//    linearization point, LP), which defines the slot's logical content at
-//    every instant (the tuple of the last write whose LP has passed):
-//    - W leaves the slot occupied (insert, overwrite): LP = when the later of
-//      its state word and its checksum word has landed (native: the checksum
-//      store, which is last).
-//    - W empties the slot (erase): LP = when the first of its state word and
-//      its checksum word has landed.
-//  * Found: the reader accepts slot s only if the checksum word it read
-//    equals SlotChecksum(the other words it read). Barring a 2^-64 collision,
-//    the words are then exactly the tuple of one write T: the reader returns
-//    T. It loaded T's state and checksum words, which no other write stores,
-//    after they landed, so LP(T) <= the end of its read; and it loaded T's
-//    state and checksum before the next write T' to s changed them, so
-//    LP(T') > the start of its read (LP(T') is at or after the landing of
-//    T''s state or checksum word). LP(T) < LP(T') (the lock orders them), so T was
-//    s's logical content at some instant inside the read. The key is in at
-//    most one slot at any instant (a writer inserts a key only into a group
-//    that does not hold it, and a write changes one slot), so the map bound k
-//    to T's value then: the get linearizes there. A found slot whose checksum
-//    does not match (kTorn) may be a mix of two writes: the reader reads
-//    again (it must not conclude "absent" either: k may well be present).
-//  * Absent: keys never move between slots while present (a key leaves a slot
-//    only by an erase; an overwrite of k keeps it in its slot). Suppose k
-//    were logically present throughout the read; then it sat in one slot s,
-//    whose content was an occupying write of k (the insert I, then maybe
-//    overwrites) at every instant of the read.
-//    - The reader's load of s's state cannot have returned "empty": the
-//      current write's state word (occupied) had landed by its LP, before the
-//      read; an overwrite's state says occupied; an erase's state word landing
-//      would have been its LP, inside the read, contradicting the assumption.
-//      So empty slots need no checksum. (This is why an occupying write's LP
-//      waits for its state word: a NIC write may land the checksum first.)
-//    - If the state said occupied and the key word was k, the reader took the
-//      found path.
-//    - If the state said occupied and the key word was not k (a NIC insert of
-//      k may land its state and checksum before its key; or a torn mix with
-//      an earlier era of the slot), the reader read s again in full and
-//      accepted it only if it matched its checksum without holding k: then,
-//      as for a found slot, it returned the tuple of one write Y that was s's
-//      logical content at some instant inside the read, and Y does not hold
-//      k. Contradiction again.
-//    So k was absent at some instant inside the read, where the get
-//    linearizes. Torn slots of other keys whose state says empty, and every
-//    slot's checksum when the key is found, are irrelevant and not read.
-//    (Without the occupied-slot check, absence would need an insert's LP to
-//    wait for its key word too, which an RDMA WRITE may land last; but a
-//    found reader's READ may load the key word from an earlier era of the
-//    slot that held the same key (ABA) and the state and checksum from the
-//    new insert, so it can accept the insert before that key word lands, and
-//    a later reader that missed the key would contradict it.)
-//  * Byte-torn words (Soft-RoCE: rxe copies WRITE and READ payloads with a
-//    kernel memcpy, byte by byte under TCG, so a CPU load racing a NIC WRITE,
-//    or a READ racing a CPU store, can see an aligned word half old, half
-//    new; tests/verbs/README.md "rxe torn WRITE"). The argument above still
-//    holds when "a word landed" means "every byte that the write changes in
-//    it has landed", because each byte is stored once per write and loads of
-//    one byte are coherent:
-//    - Found: a reader whose state and checksum words equal T's saw every
-//      byte T changes in them (unchanged bytes read the same either way), so
-//      it read after LP(T), and a later reader cannot see the older tuple.
-//      A mix of bytes from several writes matches its checksum only by the
-//      same ~2^-64 accident as a mix of words.
-//    - Absent: "occupied" is bit 0 of the state word's lowest byte, and one
-//      byte is never torn. An overwrite keeps that bit 1 in every byte mix
-//      of its old and new state, so a slot occupied by k throughout the read
-//      never looks empty; an erase clears it with the byte that is its LP.
-//    So only a checksum-verified slot is ever trusted, and tearing at any
-//    granularity makes a reader retry, never answer wrongly. (Locks have no
-//    checksum; they handle torn words themselves, see locks/README.md.)
-//  * Under the group lock (writers, and a reader's lock fallback) no one else
-//    writes the group, so every word read is the current one (writers pass
-//    verify = false).
+// Invariants a reader without the lock relies on (the full linearizability
+// argument, also at byte granularity for rxe, is in structures/README.md,
+// "The linearizability argument"):
+//  1. Writers hold the group lock; each write stores one slot tuple whose
+//     state word carries a per-slot version, so no two writes of a slot store
+//     the same state or checksum word.
+//  2. A write that leaves its slot occupied takes effect when both its state
+//     and checksum words have landed; an erase when the first of them has.
+//  3. Keys never move while present; a key is in at most one slot.
+//  4. "Occupied" is bit 0 of the state word's lowest byte.
+// Hence: a slot accepted by its checksum is one write's tuple, current at an
+// instant inside the read; "absent" needs no checksum of empty slots, but the
+// occupied slots of other keys must verify on a miss.
 //
 // `verify` = false skips every checksum (writers under the lock; the
 // test-only mutant; never for readers in production).

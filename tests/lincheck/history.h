@@ -2,7 +2,7 @@
 #define TESTS_LINCHECK_HISTORY_H_
 
 // A concurrent history: the operations one test run performed, each with the
-// interval [invoke_ns, response_ns] in which it took effect (DESIGN §7).
+// interval [invoke_ns, response_ns] in which it took effect (docs/design.md §7).
 
 #include <cstdint>
 #include <limits>
@@ -15,7 +15,7 @@
 
 namespace lincheck {
 
-// How the operation reached the data structure (DESIGN §2).
+// How the operation reached the data structure (docs/design.md §2).
 enum class Path { kNative, kLoopback, kRemote };
 
 // "native", "loopback" or "remote".

@@ -1,5 +1,5 @@
 // The lock interface and per-acquire costs: uncontended NIC-op / round-trip
-// counts of every lock on every path (DESIGN §8 targets), API errors, timeouts
+// counts of every lock on every path (docs/design.md §8 targets), API errors, timeouts
 // instead of hangs, NIC failures surfacing as Status, several held locks.
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// Linearizability of the hash map under mixed paths (DESIGN §7): threads on
+// Linearizability of the hash map under mixed paths (docs/design.md §7): threads on
 // node 0 take the native and the loopback path, threads on nodes 1 and 2 the
 // remote path (and the native one for their own keys), all on the same keys.
 // Every history is checked by lincheck per key against HashMapModel.

@@ -3,7 +3,7 @@
 
 // A recorded concurrent workload on a HashMap<StressValue, Policy>: worker
 // threads on several nodes, each on a fixed path, run random operations on a
-// shared key set and record every call for lincheck (DESIGN §7). Used by the
+// shared key set and record every call for lincheck (docs/design.md §7). Used by the
 // linearizability tests and by the mutant tests (same harness, a broken
 // Policy).
 //

@@ -362,7 +362,7 @@ TEST_P(HashMapTest, LocalPartsAgreeOnLayout) {
   EXPECT_EQ(*(*c0)->Size(0), *(*c1)->Size(0));
 }
 
-// Per-operation costs, uncontended (DESIGN §8): deterministic counts.
+// Per-operation costs, uncontended (docs/design.md §8): deterministic counts.
 TEST_P(HashMapTest, OperationCosts) {
   Env e = MakeEnv(GetParam(), 2);
   ASSERT_NE(e.session, nullptr);

@@ -1,4 +1,4 @@
-// Properties specific to the software RNIC: the hardware facts of DESIGN §3
+// Properties specific to the software RNIC: the hardware facts of docs/design.md §3
 // that later let mutants be caught, and its fault hooks.
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// lock_bench: the lock-table microbenchmark of the ALock paper (DESIGN §4, §8).
+// lock_bench: the lock-table microbenchmark of the ALock paper (docs/design.md §4, §8).
 //
 // Keys are spread over the nodes (key k lives on node k % nodes, each node
 // holds one LockTable). Every thread lives on a node with its own Session and
