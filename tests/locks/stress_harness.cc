@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "locks/lock.h"
 #include "rdma/soft/soft_nic.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define LOCKS_TEST_TSAN 1

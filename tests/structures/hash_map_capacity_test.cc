@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "rdma/cluster.h"
 #include "structures/hash_map/hash_map.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 namespace structures {
 namespace {

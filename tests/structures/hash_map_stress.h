@@ -29,7 +29,7 @@
 #include "structures/hash_map/hash_map.h"
 #include "tests/lincheck/history.h"
 #include "tests/lincheck/recorder.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 namespace structures::testing {
 

@@ -17,7 +17,7 @@
 #include "rdma/op_counters.h"
 #include "rdma/soft/soft_nic.h"
 #include "structures/hash_map/hash_map.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 namespace structures {
 namespace {

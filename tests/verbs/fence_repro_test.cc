@@ -32,7 +32,7 @@
 #include "gtest/gtest.h"
 #include "rdma/cluster.h"
 #include "rdma/session.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 namespace rdma {
 namespace {

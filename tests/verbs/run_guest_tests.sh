@@ -31,8 +31,8 @@ set -u -o pipefail
 # ---- Adding a test binary is one line here: its Bazel label. ---------------
 # Single guest, all on rxe0 (loopback between the nodes' contexts).
 GUEST_TESTS=(
-  //tests/transport:conformance_test
-  //tests/transport:error_path_test
+  //tests/rdma:conformance_test
+  //tests/rdma:error_path_test
   //tests/verbs:verbs_unit_test
   //tests/verbs:device_flags_test
   //tests/verbs:tcp_connector_test

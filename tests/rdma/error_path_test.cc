@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
 #include "rdma/cluster.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 namespace rdma {
 namespace {

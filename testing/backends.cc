@@ -1,4 +1,4 @@
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 #include <cstdlib>
 

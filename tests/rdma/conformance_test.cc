@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "rdma/cluster.h"
-#include "tests/transport/backends.h"
+#include "testing/backends.h"
 
 namespace rdma {
 namespace {

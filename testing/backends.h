@@ -1,5 +1,5 @@
-#ifndef TESTS_TRANSPORT_BACKENDS_H_
-#define TESTS_TRANSPORT_BACKENDS_H_
+#ifndef TESTING_BACKENDS_H_
+#define TESTING_BACKENDS_H_
 
 #include <string>
 #include <vector>
@@ -17,4 +17,4 @@ std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size
 
 }  // namespace rdma::testing
 
-#endif  // TESTS_TRANSPORT_BACKENDS_H_
+#endif  // TESTING_BACKENDS_H_
