@@ -6,18 +6,6 @@
 
 namespace lincheck {
 
-absl::string_view PathName(Path path) {
-  switch (path) {
-    case Path::kNative:
-      return "native";
-    case Path::kLoopback:
-      return "loopback";
-    case Path::kRemote:
-      return "remote";
-  }
-  return "unknown";
-}
-
 std::optional<Path> ParsePath(absl::string_view name) {
   for (Path path : {Path::kNative, Path::kLoopback, Path::kRemote}) {
     if (PathName(path) == name) return path;

@@ -12,15 +12,19 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
+#include "rdma/path.h"
 
 namespace lincheck {
 
-// How the operation reached the data structure (docs/design.md §2).
-enum class Path { kNative, kLoopback, kRemote };
+// How the operation reached the data structure (docs/design.md §2): the one
+// rdma::Path of the library. Histories record the path *taken*: kNative,
+// kLoopback or kRemote, never kAuto.
+using rdma::Path;
 
 // "native", "loopback" or "remote".
-absl::string_view PathName(Path path);
-// Inverse of PathName; nullopt for any other string.
+using rdma::PathName;
+// Inverse of PathName for the three taken paths; nullopt for any other
+// string (including "auto").
 std::optional<Path> ParsePath(absl::string_view name);
 
 // Arguments and results are int64 (keys, values, flags). Three inline slots

@@ -73,6 +73,7 @@ Recorder::ThreadBuffer& Recorder::BufferFor(int thread) {
 Recorder::Token Recorder::Invoke(int thread, int node, Path path,
                                  absl::string_view op,
                                  absl::Span<const int64_t> args) {
+  if (path == Path::kAuto) Die("a history records the path taken, not kAuto (thread", thread);
   ThreadBuffer& buffer = BufferFor(thread);
   Token token{thread, static_cast<uint32_t>(buffer.size)};
   Operation& record = buffer.Append();

@@ -208,9 +208,7 @@ StressResult RunStress(const StressConfig& cfg) {
       const bool hot = cfg.hot_keys > 0 && static_cast<int>(rng() % 100) < cfg.hot_percent;
       const size_t nk = hot ? std::min<size_t>(cfg.hot_keys, keys.size()) : keys.size();
       const uint64_t key = keys[rng() % nk];
-      const lincheck::Path lpath = map->HomeOf(key) != w.node ? lincheck::Path::kRemote
-                                   : w.path == Path::kLoopback  ? lincheck::Path::kLoopback
-                                                                : lincheck::Path::kNative;
+      const Path lpath = rdma::TakenPath(w.path, w.node, map->HomeOf(key));
       lincheck::ThreadRecorder rec(recorder, t, w.node, lpath);
       const int64_t k = static_cast<int64_t>(key);
       const int64_t v = (static_cast<int64_t>(t + 1) << 40) | ++counter;

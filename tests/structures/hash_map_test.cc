@@ -43,15 +43,6 @@ HashMapOptions Groups(size_t n) {
   return o;
 }
 
-enum class Where { kNative, kLoopback, kRemote };
-const char* WhereName(Where w) {
-  switch (w) {
-    case Where::kNative: return "native";
-    case Where::kLoopback: return "loopback";
-    case Where::kRemote: return "remote";
-  }
-  return "?";
-}
 
 // `n` distinct keys whose home is (or is not, when `home_is` is false) `node`.
 template <typename Map>
@@ -78,12 +69,12 @@ Env MakeEnv(const std::string& backend, int nodes) {
   return e;
 }
 
-class HashMapPathTest : public ::testing::TestWithParam<std::tuple<std::string, Where>> {};
+class HashMapPathTest : public ::testing::TestWithParam<std::tuple<std::string, Path>> {};
 
 // Random get/contains/put/insert/erase against std::unordered_map, all keys on
 // one path, fixed seed; Size checked from the owner and from another node.
 TEST_P(HashMapPathTest, SequentialMatchesUnorderedMap) {
-  const auto [backend, where] = GetParam();
+  const auto [backend, path] = GetParam();
   Env e = MakeEnv(backend, 3);
   ASSERT_NE(e.cluster, nullptr);
   ASSERT_NE(e.session, nullptr);
@@ -94,8 +85,7 @@ TEST_P(HashMapPathTest, SequentialMatchesUnorderedMap) {
   HashMap<Val24>::Client& c = **client;
 
   const std::vector<uint64_t> keys =
-      where == Where::kRemote ? KeysHomedAt(*map, 0, 60, /*home_is=*/false) : KeysHomedAt(*map, 0, 60);
-  const Path path = where == Where::kLoopback ? Path::kLoopback : Path::kAuto;
+      path == Path::kRemote ? KeysHomedAt(*map, 0, 60, /*home_is=*/false) : KeysHomedAt(*map, 0, 60);
   std::unordered_map<uint64_t, Val24> model;
   std::mt19937_64 rng(42);
   const int kOps = backend == "soft" ? 3000 : 600;
@@ -172,9 +162,9 @@ TEST_P(HashMapPathTest, SequentialMatchesUnorderedMap) {
 INSTANTIATE_TEST_SUITE_P(
     Paths, HashMapPathTest,
     ::testing::Combine(::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
-                       ::testing::Values(Where::kNative, Where::kLoopback, Where::kRemote)),
+                       ::testing::Values(Path::kNative, Path::kLoopback, Path::kRemote)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + WhereName(std::get<1>(info.param));
+      return std::get<0>(info.param) + "_" + std::string(rdma::PathName(std::get<1>(info.param)));
     });
 
 class HashMapTest : public ::testing::TestWithParam<std::string> {};
