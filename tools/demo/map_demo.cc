@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rdma/path.h"
 #include "structures/hash_map/hash_map.h"
+#include "util/status_macros.h"
 
 namespace demo {
 namespace {
@@ -23,12 +25,12 @@ using Map = structures::HashMap<Record>;
 struct Lane {
   const char* name;
   rdma::NodeId node;
-  structures::Path path;
+  rdma::Path path;
 };
 constexpr Lane kLanes[] = {
-    {"native", 0, structures::Path::kAuto},
-    {"loopback", 0, structures::Path::kLoopback},
-    {"remote", 1, structures::Path::kAuto},
+    {"native", 0, rdma::Path::kNative},
+    {"loopback", 0, rdma::Path::kLoopback},
+    {"remote", 1, rdma::Path::kRemote},
 };
 
 // Runs `f(client)` on a fresh thread bound to `node`, with its own Session
@@ -38,17 +40,11 @@ absl::Status OnThread(rdma::Cluster& cluster, const Map& map, rdma::NodeId node,
   absl::Status status;
   std::thread t([&] {
     rdma::BindThisThreadToNode(node);
-    auto session = cluster.NewSession(node);
-    if (!session.ok()) {
-      status = session.status();
-      return;
-    }
-    auto client = map.NewClient(cluster.node(node), session->get());
-    if (!client.ok()) {
-      status = client.status();
-      return;
-    }
-    status = f(**client);
+    status = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(auto session, cluster.NewSession(node));
+      ASSIGN_OR_RETURN(auto client, map.NewClient(cluster.node(node), session.get()));
+      return f(*client);
+    }();
   });
   t.join();
   return status;
@@ -64,13 +60,12 @@ absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows
   if (cluster.num_nodes() < 2) return absl::InvalidArgumentError("the map demo needs at least 2 nodes");
   structures::HashMapOptions options;
   options.groups_per_node = 4096;  // 32768 slots per node; the demo stores at most 1024 keys
-  auto map = Map::Create(cluster, options);
-  if (!map.ok()) return map.status();
+  ASSIGN_OR_RETURN(Map map, Map::Create(cluster, options));
 
   // Keys homed on node 0, so node 0's threads are native/loopback and node 1's remote.
   std::vector<uint64_t> keys;
   for (uint64_t k = 1; keys.size() < 1024; ++k) {
-    if (map->HomeOf(k) == 0) keys.push_back(k);
+    if (map.HomeOf(k) == 0) keys.push_back(k);
   }
 
   // Cross-path visibility: lane i puts, lane i+1 gets it and erases it.
@@ -79,42 +74,35 @@ absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows
     const Lane& reader = kLanes[(i + 1) % std::size(kLanes)];
     const uint64_t key = keys[i];
     const Record record{key, i + 1, 0xfeed};
-    absl::Status s = OnThread(cluster, *map, writer.node, [&](Map::Client& c) -> absl::Status {
-      auto prev = c.Put(key, record, writer.path);
-      if (!prev.ok()) return prev.status();
-      return Check(!prev->has_value(), absl::StrCat(writer.name, " put of a new key returned a previous value"));
+    absl::Status s = OnThread(cluster, map, writer.node, [&](Map::Client& c) -> absl::Status {
+      ASSIGN_OR_RETURN(std::optional<Record> prev, c.Put(key, record, writer.path));
+      return Check(!prev.has_value(), absl::StrCat(writer.name, " put of a new key returned a previous value"));
     });
-    if (!s.ok()) return s;
-    s = OnThread(cluster, *map, reader.node, [&](Map::Client& c) -> absl::Status {
-      auto got = c.Get(key, reader.path);
-      if (!got.ok()) return got.status();
-      if (absl::Status e = Check(*got == record, absl::StrCat(reader.name, " get missed ", writer.name, "'s put"));
-          !e.ok()) {
-        return e;
-      }
-      auto erased = c.Erase(key, reader.path);
-      if (!erased.ok()) return erased.status();
-      return Check(*erased == record, absl::StrCat(reader.name, " erase did not return ", writer.name, "'s value"));
+    RETURN_IF_ERROR(s);
+    s = OnThread(cluster, map, reader.node, [&](Map::Client& c) -> absl::Status {
+      ASSIGN_OR_RETURN(std::optional<Record> got, c.Get(key, reader.path));
+      RETURN_IF_ERROR(Check(got == record, absl::StrCat(reader.name, " get missed ", writer.name, "'s put")));
+      ASSIGN_OR_RETURN(std::optional<Record> erased, c.Erase(key, reader.path));
+      return Check(erased == record, absl::StrCat(reader.name, " erase did not return ", writer.name, "'s value"));
     });
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(s);
   }
 
   // Costs per path: put (new keys first, then overwrites) and get.
   for (const Lane& lane : kLanes) {
-    absl::Status s = OnThread(cluster, *map, lane.node, [&](Map::Client& c) -> absl::Status {
+    absl::Status s = OnThread(cluster, map, lane.node, [&](Map::Client& c) -> absl::Status {
       absl::Status put = Measure(lane.name, "put", reps, rows, [&](int i) {
         const uint64_t key = keys[i % keys.size()];
         return c.Put(key, Record{key, static_cast<uint64_t>(i), 0}, lane.path).status();
       });
-      if (!put.ok()) return put;
+      RETURN_IF_ERROR(put);
       return Measure(lane.name, "get", reps, rows, [&](int i) -> absl::Status {
         const uint64_t key = keys[i % keys.size()];
-        auto got = c.Get(key, lane.path);
-        if (!got.ok()) return got.status();
-        return Check(got->has_value() && (*got)->id == key, absl::StrCat(lane.name, " get lost key ", key));
+        ASSIGN_OR_RETURN(std::optional<Record> got, c.Get(key, lane.path));
+        return Check(got.has_value() && got->id == key, absl::StrCat(lane.name, " get lost key ", key));
       });
     });
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }
