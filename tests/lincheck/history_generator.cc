@@ -273,18 +273,53 @@ int CorruptWithStaleValue(History& history, uint64_t seed) {
     if (op.op == "put" && op.args.size() == 2) return op.args[1];
     return std::nullopt;
   };
-  // Whether `op` surely leaves its register or key holding something other
-  // than `v` once it returns.
-  auto overwrites = [](const Operation& op, int64_t v) {
-    if (op.pending()) return false;
-    if (op.op == "write") return op.args[0] != v;
-    if (op.op == "cas") return op.result == Values{1} && op.args[1] != v;
-    if (op.op == "put" && op.args.size() == 2) return op.args[1] != v;
-    return op.op == "erase" && op.result.size() == 2;  // map erase: absent
+  // What `op` surely leaves its register or key holding once it returns:
+  // `any_but` = x means anything but x (a completed write(x), a successful
+  // cas(_, x), put(k, x)); an erase leaves the key absent, which is no value
+  // at all. An operation with neither (a read, a failed cas, a pending one)
+  // overwrites nothing for sure.
+  struct Overwrite {
+    int64_t any_but = 0;
+    bool erases = false;
   };
+  auto overwrite = [](const Operation& op) -> std::optional<Overwrite> {
+    if (op.pending()) return std::nullopt;
+    if (op.op == "write") return Overwrite{op.args[0]};
+    if (op.op == "cas" && op.result == Values{1}) return Overwrite{op.args[1]};
+    if (op.op == "put" && op.args.size() == 2) return Overwrite{op.args[1]};
+    if (op.op == "erase" && op.result.size() == 2) return Overwrite{0, true};  // map erase
+    return std::nullopt;
+  };
+  // Per register or key: each value its operations may write, in the order of
+  // its first writer in `history`, with the latest response among all its
+  // writers (kPendingNs if one is pending). "Every operation that may write v
+  // precedes W" is then last_response < W's invocation. (That keeps the
+  // choice below, the first qualifying read, W and v, cheap: testing every
+  // writer against every writer of v again was O(reads x ops x writers^2),
+  // about a minute under TSan for randomized_test's 300-operation registers.)
+  struct Written {
+    int64_t value;
+    int64_t last_response;
+  };
+  std::map<int64_t, std::vector<Written>> written;
+  // Per register or key: the operations that surely overwrite it, in
+  // `history` order.
+  std::map<int64_t, std::vector<std::pair<size_t, Overwrite>>> overwriters;
   std::vector<size_t> reads;
   for (size_t i = 0; i < history.size(); ++i) {
     const Operation& op = history[i];
+    const int64_t key = target(op);
+    if (std::optional<int64_t> v = may_write(op)) {
+      std::vector<Written>& values = written[key];
+      auto it = std::find_if(values.begin(), values.end(),
+                             [&](const Written& w) { return w.value == *v; });
+      if (it == values.end()) {
+        values.push_back({*v, op.response_ns});
+      } else {
+        it->last_response = std::max(it->last_response, op.response_ns);
+      }
+    }
+    if (std::optional<Overwrite> o = overwrite(op)) overwriters[key].push_back({i, *o});
     if (op.pending()) continue;
     if ((op.op == "read" && op.result.size() == 1) ||
         (op.op == "get" && op.result.size() == 2)) {
@@ -297,29 +332,16 @@ int CorruptWithStaleValue(History& history, uint64_t seed) {
     Operation& read = history[r];
     const int64_t key = target(read);
     const int64_t current = read.op == "read" ? read.result[0] : read.result[1];
-    std::vector<size_t> writers;  // operations on the same register or key
-    for (size_t j = 0; j < history.size(); ++j) {
-      if (j != r && target(history[j]) == key && may_write(history[j])) {
-        writers.push_back(j);
-      }
-    }
-    for (size_t j = 0; j < history.size(); ++j) {  // j: the overwriting W
+    const std::vector<Written>& values = written[key];
+    for (const auto& [j, o] : overwriters[key]) {  // j: the overwriting W
       const Operation& w = history[j];
-      if (j == r || target(w) != key || !HappensBefore(w, read)) {
-        continue;
-      }
-      for (size_t k : writers) {
-        const int64_t v = *may_write(history[k]);
-        if (v == current || (key == -1 && v == 0) || !overwrites(w, v)) continue;
+      if (!HappensBefore(w, read)) continue;
+      for (const Written& candidate : values) {
+        const int64_t v = candidate.value;
+        if (v == current || (key == -1 && v == 0)) continue;
+        if (!o.erases && o.any_but == v) continue;  // W may leave v there
         // Every operation that may write v must precede W.
-        bool all_before = true;
-        for (size_t m : writers) {
-          if (*may_write(history[m]) == v && !HappensBefore(history[m], w)) {
-            all_before = false;
-            break;
-          }
-        }
-        if (!all_before) continue;
+        if (candidate.last_response >= w.invoke_ns) continue;
         read.result = read.op == "read" ? Values{v} : Values{1, v};
         return static_cast<int>(r);
       }
