@@ -50,6 +50,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "locks/lock.h"
 #include "rdma/rmw_word.h"
 #include "rdma/node.h"
@@ -148,7 +149,19 @@ class BasicALockClient final : public LockClient {
   ~BasicALockClient() override;
 
   LockKind kind() const override { return LockKind::kALock; }
-  absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
+  absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override {
+    return LockAndRead(lock, path, {}, nullptr);
+  }
+  // Lock, and on the NIC path also READ `also` (each on the lock's node) in
+  // the acquire's own chain: one doorbell, no extra round trip. The READs
+  // execute after the acquire's CAS (same QP), so when the acquire takes the
+  // uncontended fast path (the CAS found the NIC cohort empty and the line
+  // showed the native cohort empty) they see memory as the new holder: then
+  // `*also_done` is true. Otherwise (contention, or the native path, where
+  // nothing is read) it is false and the caller reads what it needs itself.
+  // What lets a structure do its whole first step in the acquire's round trip.
+  absl::Status LockAndRead(rdma::RemotePtr lock, Path path, absl::Span<const rdma::ChainedRead> also,
+                           bool* also_done);
   absl::Status Unlock(rdma::RemotePtr lock) override;
   Cohort CohortFor(rdma::RemotePtr lock, Path path = Path::kAuto) const override {
     return rdma::TakenPath(path, self(), lock.node()) == Path::kNative ? Cohort::kLocal : Cohort::kRemote;
@@ -168,14 +181,16 @@ class BasicALockClient final : public LockClient {
 
   rdma::RemotePtr Descriptor(size_t slot) const;
   absl::Status LockNative(rdma::RemotePtr lock, size_t slot);
-  absl::Status LockRemote(rdma::RemotePtr lock, size_t slot);
+  absl::Status LockRemote(rdma::RemotePtr lock, size_t slot, absl::Span<const rdma::ChainedRead> also,
+                          bool* also_done);
   absl::Status UnlockNative(rdma::RemotePtr lock, size_t slot);
   absl::Status UnlockRemote(rdma::RemotePtr lock, size_t slot);
   absl::Status PetersonNative(rdma::RemotePtr lock, size_t slot);
-  // `line`, if not null, is a READ of the lock line taken after this thread
-  // raised its cohort's flag (the fast-path check needs no new READ then).
-  // `line` is a private copy of the lock line, already read when `line_valid`.
-  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line, bool line_valid);
+  // `line` is a private copy of the lock line; when `line_valid` it was read
+  // after this thread raised its cohort's flag (the fast-path check needs no
+  // new READ then). `*fast` says whether the fast path was taken.
+  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line, bool line_valid,
+                              bool* fast = nullptr);
   // Spins (CPU loads) on my descriptor's budget until it is not kWaiting.
   absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
   // Spins on my descriptor's next until set.

@@ -103,7 +103,9 @@ bool BasicALockClient<P>::Holds(rdma::RemotePtr lock) const {
 }
 
 template <typename P>
-absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
+absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
+                                              absl::Span<const rdma::ChainedRead> also, bool* also_done) {
+  if (also_done != nullptr) *also_done = false;
   if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
   if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
   const Cohort cohort = CohortFor(lock, path);
@@ -131,7 +133,7 @@ absl::Status BasicALockClient<P>::Lock(rdma::RemotePtr lock, Path path) {
     return absl::ResourceExhaustedError(
         absl::StrCat("ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)"));
   }
-  absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot);
+  absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot, also, also_done);
   if (!s.ok()) return s;
   slots_[slot].lock = lock;
   slots_[slot].cohort = cohort;
@@ -313,7 +315,8 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
 // ------------------------------------------------------------ NIC cohort
 
 template <typename P>
-absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) {
+absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
+                                             absl::Span<const rdma::ChainedRead> also, bool* also_done) {
   rdma::Session& s = *session();
   const rdma::RemotePtr me = Descriptor(slot);
   ALockDescriptor& d = *me.local<ALockDescriptor>();
@@ -335,6 +338,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
     rdma::Batch b(s, lock.node());
     r_tail.CompareAndSwapIn(b, 0, me.raw(), &pred);
     line_ref.ReadIn(b, &line);
+    for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }
   const bool line_valid = pred == 0;
@@ -365,11 +369,18 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot) 
     }
     return PetersonRemote(lock, slot, line, /*line_valid=*/false);
   }
-  return PetersonRemote(lock, slot, line, line_valid);
+  bool fast = false;
+  absl::Status st = PetersonRemote(lock, slot, line, line_valid, &fast);
+  // The chained READs ran as the holder only if the CAS won and the line they
+  // followed showed the native cohort empty.
+  if (also_done != nullptr) *also_done = st.ok() && line_valid && fast;
+  return st;
 }
 
 template <typename P>
-absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line, bool line_valid) {
+absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line,
+                                                 bool line_valid, bool* fast) {
+  if (fast != nullptr) *fast = false;
   rdma::Session& s = *session();
   ++stats_.peterson_runs[1];
   const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
@@ -379,6 +390,7 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
   // Fast path: my flag (r_tail) is up; the local cohort's is down.
   if (line.l_tail.Load(std::memory_order_relaxed) == 0) {
     ++stats_.peterson_fast[1];
+    if (fast != nullptr) *fast = true;
     slots_[slot].budget = ALockWord::UnpackBudgets(line.budgets.Load(std::memory_order_relaxed)).remote;
     return absl::OkStatus();
   }

@@ -31,6 +31,14 @@ struct SessionOptions {
 
 class Session;
 
+// One READ to chain into another operation's doorbell (e.g. a lock acquire's,
+// locks::ALockClient::LockAndRead): `len` bytes from `src` to `dst`.
+struct ChainedRead {
+  RemotePtr src;
+  void* dst = nullptr;
+  size_t len = 0;
+};
+
 // A chain of work requests to one node, posted on the session's RC QP to that
 // node (docs/design.md §5). Contract:
 //  * One doorbell per Execute or PostWithoutWaiting, however many WRs.
@@ -97,6 +105,14 @@ class Batch {
 
  private:
   friend class Session;
+
+// One READ to chain into another operation's doorbell (e.g. a lock acquire's,
+// locks::ALockClient::LockAndRead): `len` bytes from `src` to `dst`.
+struct ChainedRead {
+  RemotePtr src;
+  void* dst = nullptr;
+  size_t len = 0;
+};
   struct Copyback {
     void* dst;
     size_t scratch_offset;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "locks/alock.h"
 #include "locks/lock.h"
 #include "rdma/node.h"
@@ -116,8 +117,17 @@ class StructureClient {
   // step's error wins over the unlock's.
   template <typename Step>
   absl::Status WithLock(const Route& r, rdma::RemotePtr lock, Step&& step) {
-    if (absl::Status s = lock_->Lock(lock, r.path); !s.ok()) return s;
-    absl::Status s = step();
+    return WithLockAndRead(r, lock, {}, [&](bool) { return step(); });
+  }
+  // WithLock whose NIC-path acquire also performs the READs `also` in its own
+  // round trip (locks::ALockClient::LockAndRead); `step(also_done)` learns
+  // whether they were done as the holder (else it reads what it needs).
+  template <typename Step>
+  absl::Status WithLockAndRead(const Route& r, rdma::RemotePtr lock, absl::Span<const rdma::ChainedRead> also,
+                               Step&& step) {
+    bool also_done = false;
+    if (absl::Status s = lock_->LockAndRead(lock, r.path, also, &also_done); !s.ok()) return s;
+    absl::Status s = step(also_done);
     if (lock_->Holds(lock)) {
       absl::Status u = lock_->Unlock(lock);
       if (s.ok()) s = u;

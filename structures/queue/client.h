@@ -1,0 +1,293 @@
+#ifndef STRUCTURES_QUEUE_CLIENT_H_
+#define STRUCTURES_QUEUE_CLIENT_H_
+
+// One thread's handle on a Queue (queue.h has the contract: paths,
+// concurrency, costs, errors). The producer and consumer steps are written
+// once, over a ring accessor: NativeRing (native_path.h: CPU loads and stores
+// in place) or RemoteRing (rdma_path.h: READs, and WRITEs chained before the
+// unlock). Routing and lock handling are the shared StructureClient's.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "rdma/path.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/remote_ref.h"
+#include "rdma/session.h"
+#include "structures/common/client.h"
+#include "structures/queue/layout.h"
+#include "structures/queue/native_path.h"
+#include "structures/queue/policy.h"
+#include "structures/queue/rdma_path.h"
+#include "util/status_macros.h"
+
+namespace structures {
+
+// Not thread-safe; use one per thread (each with the thread's own Session).
+// Made by Queue::NewClient.
+template <typename V, typename Policy = QueuePolicy>
+class QueueClient {
+  using L = queue_internal::RingLayout<V>;
+  using SlotState = queue_internal::SlotState;
+  static constexpr size_t kW = L::kValueWords;
+
+ public:
+  QueueClient(StructureClient common, uint64_t capacity)
+      : c_(std::move(common)), l_{capacity}, guess_(2 * static_cast<size_t>(c_.num_nodes()), 0) {}
+  QueueClient(const QueueClient&) = delete;
+  QueueClient& operator=(const QueueClient&) = delete;
+
+  // Appends `value` to `home`'s queue. True if enqueued; false if the queue
+  // was full (nothing changed).
+  absl::StatusOr<bool> Enqueue(rdma::NodeId home, const V& value, Path path = Path::kAuto) {
+    ASSIGN_OR_RETURN(size_t n, EnqueueBatch(home, absl::MakeConstSpan(&value, 1), path));
+    return n == 1;
+  }
+  // Removes the oldest value of `home`'s queue; nullopt if it was empty.
+  absl::StatusOr<std::optional<V>> Dequeue(rdma::NodeId home, Path path = Path::kAuto) {
+    std::optional<V> out;
+    RETURN_IF_ERROR(DequeueInto(home, 1, path, [&](const V& v) { out = v; }));
+    return out;
+  }
+  // Appends a prefix of `values`, as many as fit, under one acquisition of
+  // the tail lock, in order. Returns how many (0 when full). InvalidArgument
+  // when `values` is longer than the capacity.
+  absl::StatusOr<size_t> EnqueueBatch(rdma::NodeId home, absl::Span<const V> values, Path path = Path::kAuto) {
+    RETURN_IF_ERROR(CheckBatch(values.size()));
+    Route r;
+    RETURN_IF_ERROR(c_.RouteTo(home, path, &r));
+    size_t done = 0;
+    RETURN_IF_ERROR(Locked(r, /*producer=*/true, values.size(), [&](auto& ring) -> absl::Status {
+      ASSIGN_OR_RETURN(done, ProduceUnderLock(ring, values));
+      return absl::OkStatus();
+    }));
+    return done;
+  }
+  // Removes up to `max` of the oldest values under one acquisition of the
+  // head lock, oldest first (empty when the queue was). InvalidArgument when
+  // `max` is 0 or more than the capacity.
+  absl::StatusOr<std::vector<V>> DequeueBatch(rdma::NodeId home, size_t max, Path path = Path::kAuto) {
+    std::vector<V> out;
+    RETURN_IF_ERROR(DequeueInto(home, max, path, [&](const V& v) { out.push_back(v); }));
+    return out;
+  }
+  // Values in `home`'s queue: tail - head, each loaded once without a lock,
+  // so under concurrent producers and consumers it is only approximate
+  // (between 0 and the capacity, off by the operations that overlap it).
+  absl::StatusOr<size_t> Size(rdma::NodeId home, Path path = Path::kAuto) {
+    Route r;
+    RETURN_IF_ERROR(c_.RouteTo(home, path, &r));
+    uint64_t head = 0, tail = 0;
+    if (r.native()) {
+      const queue_internal::Header& h = Local(r);
+      head = h.head.Load();
+      tail = h.tail.Load();
+    } else {
+      const auto hdr = rdma::RemoteRef<queue_internal::Header>::At(r.base);
+      rdma::Batch b(*c_.session(), home);
+      hdr.Field(&queue_internal::Header::head).ReadIn(b, &head);
+      hdr.Field(&queue_internal::Header::tail).ReadIn(b, &tail);
+      RETURN_IF_ERROR(b.Execute());
+    }
+    return static_cast<size_t>(std::min<uint64_t>(tail >= head ? tail - head : 0, l_.capacity));
+  }
+
+  uint64_t capacity() const { return l_.capacity; }
+  rdma::NodeId node() const { return c_.node().id(); }
+
+ private:
+  absl::Status CheckBatch(size_t n) const {
+    if (n == 0 || n > l_.capacity) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Queue: a batch of ", n, " values; batches hold 1..capacity (", l_.capacity, ") values"));
+    }
+    return absl::OkStatus();
+  }
+
+  queue_internal::Header& Local(const Route& r) const {
+    return rdma::RemoteRef<queue_internal::Header>::At(r.base).Local(c_.node().id());
+  }
+
+  template <typename Sink>
+  absl::Status DequeueInto(rdma::NodeId home, size_t max, Path path, Sink&& sink) {
+    RETURN_IF_ERROR(CheckBatch(max));
+    Route r;
+    RETURN_IF_ERROR(c_.RouteTo(home, path, &r));
+    return Locked(r, /*producer=*/false, max, [&](auto& ring) { return ConsumeUnderLock(ring, max, sink); });
+  }
+
+  // Takes the tail (producer) or head lock of `r`'s ring, runs `step(ring)`
+  // with the accessor for the path, and releases. On the NIC path the
+  // acquire's chain also reads the counter and the seq (and, for consumers,
+  // payload) words at the position this client saw last: when that guess is
+  // right, the step needs no READ of its own.
+  template <typename Step>
+  absl::Status Locked(const Route& r, bool producer, size_t k, Step&& step) {
+    current_home_ = r.home;
+    const auto hdr = rdma::RemoteRef<queue_internal::Header>::At(r.base);
+    const rdma::RemotePtr lock =
+        (producer ? hdr.Field(&queue_internal::Header::tail_lock) : hdr.Field(&queue_internal::Header::head_lock))
+            .ptr();
+    if (r.native()) {
+      queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, producer);
+      if (producer && !Policy::kNativeUsesItsDomain) return MutantCpuLocked(r, [&] { return step(ring); });
+      return c_.WithLock(r, lock, [&] { return step(ring); });
+    }
+    queue_internal::RemoteRing<V> ring(*c_.session(), r.base, l_, producer);
+    uint64_t& guess = guess_[2 * r.home + (producer ? 0 : 1)];
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(k, l_.capacity - l_.Slot(guess)));
+    prime_seqs_.resize(n);
+    rdma::ChainedRead also[3];
+    size_t num_also = 0;
+    also[num_also++] = {(producer ? hdr.Field(&queue_internal::Header::tail) : hdr.Field(&queue_internal::Header::head))
+                            .ptr(),
+                        &prime_counter_, 8};
+    also[num_also++] = {r.base + l_.seq_offset(l_.Slot(guess)), prime_seqs_.data(), 8 * n};
+    if (!producer) {  // after the seqs: same QP, so payloads are read after them
+      prime_payloads_.resize(kW * n);
+      also[num_also++] = {r.base + l_.payload_offset(l_.Slot(guess)), prime_payloads_.data(), 8 * kW * n};
+    }
+    const uint64_t guessed = guess;
+    return c_.WithLockAndRead(r, lock, absl::MakeConstSpan(also, num_also), [&](bool also_done) {
+      if (also_done) {
+        const bool hit = prime_counter_ == guessed;
+        ring.Prime(prime_counter_, guessed, hit ? n : 0, prime_seqs_.data(),
+                   producer ? nullptr : prime_payloads_.data());
+      }
+      return step(ring);
+    });
+  }
+
+  // Test-only mutant: native producers "lock" with a CPU CAS on the tail
+  // lock's NIC-domain r_tail, which the NIC producers' RDMA CAS is not atomic
+  // with.
+  template <typename Step>
+  absl::Status MutantCpuLocked(const Route& r, Step&& step) {
+    rdma::CpuWord& word = reinterpret_cast<rdma::CpuWord&>(Local(r).tail_lock.r_tail);
+    while (word.CompareAndSwap(0, 1) != 0) std::this_thread::yield();
+    absl::Status s = step();
+    word.Store(0);
+    return s;
+  }
+
+  // Re-reads a seq word (and, for a consumer, its payload after it) that was
+  // seen half written, until it reads whole: the other side's store is in
+  // flight. DataLoss if it never does (a writer that broke the protocol).
+  template <typename Ring, typename Classify>
+  absl::Status Settle(Ring& ring, uint64_t position, uint64_t* seq, uint64_t* payload, Classify&& classify,
+                      SlotState* state) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    if constexpr (requires { ring.Unprime(); }) ring.Unprime();
+    for (int tries = 0; *state == SlotState::kTorn; ++tries) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return c_.Corrupt(absl::StrCat("the queue on node ", current_home_, ": slot ", l_.Slot(position),
+                                       " at position ", position, " holds seq ", *seq, ", neither free nor full"));
+      }
+      if (tries > 2) std::this_thread::yield();
+      RETURN_IF_ERROR(ring.LoadSeqs(position, 1, seq));
+      if (payload != nullptr) RETURN_IF_ERROR(ring.LoadPayloads(position, 1, payload));
+      *state = classify(*seq);
+    }
+    return absl::OkStatus();
+  }
+
+  // The producer step, under the tail lock: how many of `values` fit, their
+  // payloads, then their seq publishes, then the new tail.
+  template <typename Ring>
+  absl::StatusOr<size_t> ProduceUnderLock(Ring& ring, absl::Span<const V> values) {
+    uint64_t t;
+    RETURN_IF_ERROR(ring.LoadCounter(&t));
+    const size_t k = values.size();
+    seqs_.resize(k);
+    RETURN_IF_ERROR(ring.LoadSeqs(t, k, seqs_.data()));
+    size_t n = 0;
+    for (; n < k; ++n) {
+      SlotState st = queue_internal::ForProducer(l_, seqs_[n], t + n);
+      if (st == SlotState::kTorn) {
+        RETURN_IF_ERROR(Settle(ring, t + n, &seqs_[n], nullptr,
+                               [&](uint64_t s) { return queue_internal::ForProducer(l_, s, t + n); }, &st));
+      }
+      if (st == SlotState::kFull) break;
+    }
+    guess_for(ring, true) = t + n;
+    if (n == 0) return size_t{0};
+    words_.resize(kW * n);
+    for (size_t j = 0; j < n; ++j) {
+      L::Encode(values[j], &words_[kW * j]);
+      seqs_[j] = l_.HoldsValueOf(t + j);
+    }
+    if constexpr (Policy::kPublishAfterPayload) {
+      ring.StorePayloads(t, n, words_.data());
+      ring.StoreSeqs(t, n, seqs_.data());
+    } else {  // test-only mutant: publish, then write the payload
+      ring.StoreSeqs(t, n, seqs_.data());
+      ring.StorePayloads(t, n, words_.data());
+    }
+    ring.StoreCounter(t + n);
+    RETURN_IF_ERROR(ring.Flush());
+    return n;
+  }
+
+  // The consumer step, under the head lock: the seq words from the head, the
+  // payloads after them, then the frees and the new head.
+  template <typename Ring, typename Sink>
+  absl::Status ConsumeUnderLock(Ring& ring, size_t max, Sink& sink) {
+    uint64_t h;
+    RETURN_IF_ERROR(ring.LoadCounter(&h));
+    seqs_.resize(max);
+    words_.resize(kW * max);
+    if constexpr (Policy::kSeqBeforePayload) {
+      RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs_.data()));
+      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words_.data()));
+    } else {  // test-only mutant: payload first
+      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words_.data()));
+      RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs_.data()));
+    }
+    size_t n = 0;
+    for (; n < max; ++n) {
+      SlotState st = queue_internal::ForConsumer(l_, seqs_[n], h + n);
+      if (st == SlotState::kTorn) {
+        RETURN_IF_ERROR(Settle(ring, h + n, &seqs_[n], &words_[kW * n],
+                               [&](uint64_t s) { return queue_internal::ForConsumer(l_, s, h + n); }, &st));
+      }
+      if (st == SlotState::kFree && (Policy::kCheckEmpty || n > 0)) break;  // empty from here
+    }
+    guess_for(ring, false) = h + n;
+    if (n == 0) return absl::OkStatus();
+    for (size_t j = 0; j < n; ++j) {
+      sink(L::Decode(&words_[kW * j]));
+      seqs_[j] = l_.FreedAfter(h + j);
+    }
+    ring.StoreSeqs(h, n, seqs_.data());
+    ring.StoreCounter(h + n);
+    return ring.Flush();
+  }
+
+  // The position guess of the ring an accessor works on (natively unused).
+  template <typename Ring>
+  uint64_t& guess_for(Ring&, bool producer) {
+    return guess_[2 * current_home_ + (producer ? 0 : 1)];
+  }
+
+  StructureClient c_;
+  const L l_;
+  std::vector<uint64_t> guess_;  // per node: [tail guess, head guess]
+  rdma::NodeId current_home_ = 0;
+  uint64_t prime_counter_ = 0;
+  std::vector<uint64_t> prime_seqs_, prime_payloads_;
+  std::vector<uint64_t> seqs_, words_;
+};
+
+}  // namespace structures
+
+#endif  // STRUCTURES_QUEUE_CLIENT_H_

@@ -1,0 +1,141 @@
+#ifndef STRUCTURES_QUEUE_LAYOUT_H_
+#define STRUCTURES_QUEUE_LAYOUT_H_
+
+// The queue's memory layout in registered memory, and the slot sequence
+// encoding. Pure types and functions: no I/O.
+//
+// One node's part is one bounded ring (its home queue):
+//
+//   offset 0          Header   tail_lock (ALock: producers), head_lock (ALock:
+//                              consumers), tail, head
+//   kSeqOffset        seq[capacity]      one PlainWord per slot
+//   payload_offset    payload[capacity]  kValueWords words per slot
+//
+// Every word's RMW domain (docs/design.md §3), fixed by its declared type:
+//
+//   word                        type       RMW'd by          others may
+//   --------------------------  ---------  ----------------  ------------------------
+//   tail_lock/head_lock .r_tail NicWord    NIC CAS (NIC      CPU-load it
+//                                          lockers)
+//   tail_lock/head_lock .l_tail CpuWord    CPU (native       RDMA READ it
+//                                          lockers)
+//   ... .victim, .budgets       PlainWord  nobody            store/load, both sides
+//   tail                        PlainWord  nobody            the tail-lock holder
+//                                                            stores; holders load
+//   head                        PlainWord  nobody            the head-lock holder
+//                                                            stores; holders load
+//   seq[i]                      PlainWord  nobody            the tail-lock holder
+//                                                            publishes, the head-lock
+//                                                            holder frees; anyone loads
+//   payload words               PlainWord  nobody            tail-lock holder stores,
+//                                                            head-lock holder loads
+//
+// Positions are absolute counters (never wrap in practice): the producer at
+// tail t writes slot t % capacity, the consumer at head h reads slot
+// h % capacity. A slot's seq word says, for the slot's current round r
+// (position p = r * capacity + i in slot i):
+//
+//   seq == r * capacity        free: position p may be written
+//   seq == r * capacity + 1    holds position p's value (published)
+//
+// and a consumer frees it for position p + capacity by storing
+// (r + 1) * capacity. The all-zero part is an empty queue (head = tail = 0,
+// every slot free for round 0), so zero-filled arena memory needs no
+// initialization.
+//
+// Invariants (the argument is in structures/README.md, "Queue"):
+//  1. Producers serialize on tail_lock, consumers on head_lock: one writer of
+//     `tail`, one of `head`, and for a slot's seq exactly one side may store
+//     next (a producer only into a free slot, a consumer only into a full one).
+//  2. A producer's payload is complete before its seq publish is visible:
+//     natively a release store after the payload stores; over the NIC a
+//     separate, later WRITE on the same QP (the responder executes them in
+//     order; within one WRITE the words land in no fixed order).
+//  3. Enqueue takes effect at its seq publish, dequeue at its seq free;
+//     "full" at the load of a seq that still holds position t - capacity,
+//     "empty" at the load of a seq still free for position h.
+//  4. seq values are compared for equality with the one or two values the
+//     reader expects; anything else is a word seen half written (rxe copies
+//     byte by byte) and is read again.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "locks/alock.h"
+#include "locks/lock.h"
+#include "rdma/rmw_word.h"
+
+namespace structures::queue_internal {
+
+inline constexpr size_t kMaxValueBytes = 56;
+inline constexpr uint64_t kMaxCapacity = uint64_t{1} << 32;
+
+template <typename V>
+concept QueueValue = std::is_trivially_copyable_v<V> && sizeof(V) <= kMaxValueBytes;
+
+struct alignas(64) Header {
+  locks::ALockWord tail_lock;  // producers
+  locks::ALockWord head_lock;  // consumers
+  rdma::PlainWord tail;        // next position to enqueue
+  uint64_t pad_t_[7];
+  rdma::PlainWord head;        // next position to dequeue
+  uint64_t pad_h_[7];
+};
+static_assert(std::is_standard_layout_v<Header> && sizeof(Header) == 256);
+static_assert(offsetof(Header, tail_lock) == 0 && offsetof(Header, head_lock) == 64 &&
+              offsetof(Header, tail) == 128 && offsetof(Header, head) == 192);
+
+inline constexpr uint64_t kSeqOffset = sizeof(Header);
+
+// The ring's offsets for a value type and a capacity (known at run time).
+template <typename V>
+struct RingLayout {
+  static constexpr size_t kValueWords = sizeof(V) == 0 ? 1 : (sizeof(V) + 7) / 8;
+  static constexpr size_t kValueBytes = 8 * kValueWords;
+
+  uint64_t capacity = 0;
+
+  static constexpr uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
+  uint64_t seq_offset(uint64_t slot) const { return kSeqOffset + 8 * slot; }
+  uint64_t payload_base() const { return kSeqOffset + RoundUp64(8 * capacity); }
+  uint64_t payload_offset(uint64_t slot) const { return payload_base() + kValueBytes * slot; }
+  uint64_t part_bytes() const { return payload_base() + RoundUp64(kValueBytes * capacity); }
+
+  uint64_t Slot(uint64_t position) const { return position % capacity; }
+  // seq word values for `position`.
+  uint64_t FreeFor(uint64_t position) const { return position - Slot(position); }
+  uint64_t HoldsValueOf(uint64_t position) const { return FreeFor(position) + 1; }
+  uint64_t FreedAfter(uint64_t position) const { return FreeFor(position) + capacity; }
+
+  static void Encode(const V& v, uint64_t* words) {
+    std::memset(words, 0, kValueBytes);
+    std::memcpy(words, &v, sizeof(V));
+  }
+  static V Decode(const uint64_t* words) {
+    V v;
+    std::memcpy(&v, words, sizeof(V));
+    return v;
+  }
+};
+
+// What a seq word says to a producer at position p, or to a consumer at h.
+enum class SlotState { kFree, kFull, kTorn };
+
+template <typename V>
+SlotState ForProducer(const RingLayout<V>& l, uint64_t seq, uint64_t p) {
+  if (seq == l.FreeFor(p)) return SlotState::kFree;
+  if (p >= l.capacity && seq == l.HoldsValueOf(p - l.capacity)) return SlotState::kFull;
+  return SlotState::kTorn;
+}
+template <typename V>
+SlotState ForConsumer(const RingLayout<V>& l, uint64_t seq, uint64_t h) {
+  if (seq == l.HoldsValueOf(h)) return SlotState::kFull;
+  if (seq == l.FreeFor(h)) return SlotState::kFree;  // empty
+  return SlotState::kTorn;
+}
+
+}  // namespace structures::queue_internal
+
+#endif  // STRUCTURES_QUEUE_LAYOUT_H_

@@ -1,0 +1,147 @@
+#ifndef STRUCTURES_QUEUE_RDMA_PATH_H_
+#define STRUCTURES_QUEUE_RDMA_PATH_H_
+
+// The queue's RDMA word accessor: the same interface as NativeRing
+// (native_path.h), over the thread's Session. Loads are READs (or values
+// already read in the lock acquire's own chain: Prime); stores are staged and
+// go out in Flush as one chain to the home node, in the order they were
+// staged, with one doorbell.
+//
+// Ordering argument. The caller holds the ring's tail (or head) lock, taken
+// over the NIC path, and releases it right after Flush with ALock's remote
+// Unlock, whose first step is an RDMA CAS on the lock line, on the same RC QP.
+// The responder executes a QP's requests in order, so
+//  * a payload WRITE staged before a seq WRITE has landed whole before any
+//    byte of the seq word changes (two WRs; within one WRITE the words land
+//    in no fixed order, which is why payload and seq never share a WRITE);
+//  * every staged WRITE has landed before the unlocking CAS executes, so the
+//    next holder (native or NIC) sees them; Flush therefore posts without
+//    waiting when every WRITE fits inline, and the Unlock's CAS completion
+//    is the one wait (otherwise it waits here: the payload must stay
+//    readable until the NIC has copied it).
+//  * READs chained after the acquire's CAS (Prime) execute after it, so when
+//    the acquire took its uncontended fast path they see memory as the holder.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+#include "structures/queue/layout.h"
+
+namespace structures::queue_internal {
+
+template <typename V>
+class RemoteRing {
+ public:
+  static constexpr size_t kW = RingLayout<V>::kValueWords;
+
+  RemoteRing(rdma::Session& s, rdma::RemotePtr part, const RingLayout<V>& layout, bool producer)
+      : s_(s), part_(part), l_(layout), producer_(producer) {}
+
+  // Values the acquire's chain read as the holder: the counter, and the seq
+  // words (and payload words, when `payloads` is not null) of positions
+  // [first, first + n).
+  void Prime(uint64_t counter, uint64_t first, size_t n, const uint64_t* seqs, const uint64_t* payloads) {
+    primed_ = true;
+    counter_ = counter;
+    first_ = first;
+    n_ = n;
+    seqs_ = seqs;
+    payloads_ = payloads;
+  }
+
+  absl::Status LoadCounter(uint64_t* v) {
+    if (primed_) {
+      *v = counter_;
+      return absl::OkStatus();
+    }
+    return ReadWords(CounterPtr(), 1, v);
+  }
+  absl::Status LoadSeqs(uint64_t first, size_t n, uint64_t* out) {
+    if (Primed(first, n, seqs_)) {
+      std::memcpy(out, seqs_ + (first - first_), 8 * n);
+      return absl::OkStatus();
+    }
+    return ReadRange(first, n, out, /*payload=*/false);
+  }
+  absl::Status LoadPayloads(uint64_t first, size_t n, uint64_t* out) {
+    if (Primed(first, n, payloads_)) {
+      std::memcpy(out, payloads_ + (first - first_) * kW, 8 * kW * n);
+      return absl::OkStatus();
+    }
+    return ReadRange(first, n, out, /*payload=*/true);
+  }
+  // Drops primed values (after the caller re-reads a word that was torn).
+  void Unprime() { primed_ = false; }
+
+  void StorePayloads(uint64_t first, size_t n, const uint64_t* words) { Stage(first, n, words, true); }
+  void StoreSeqs(uint64_t first, size_t n, const uint64_t* values) { Stage(first, n, values, false); }
+  void StoreCounter(uint64_t v) { staged_.push_back({CounterPtr(), std::vector<uint64_t>{v}}); }
+
+  // Posts the staged WRITEs, in order, in one chain (see the top of this file).
+  absl::Status Flush() {
+    if (staged_.empty()) return absl::OkStatus();
+    bool all_inline = true;
+    for (const Write& w : staged_) all_inline = all_inline && s_.FitsInline(8 * w.words.size());
+    rdma::Batch b(s_, part_.node());
+    for (const Write& w : staged_) b.Write(w.dst, w.words.data(), 8 * w.words.size());
+    staged_.clear();
+    return all_inline ? b.PostWithoutWaiting() : b.Execute();
+  }
+
+ private:
+  struct Write {
+    rdma::RemotePtr dst;
+    std::vector<uint64_t> words;
+  };
+
+  rdma::RemotePtr CounterPtr() const { return part_ + (producer_ ? offsetof(Header, tail) : offsetof(Header, head)); }
+  rdma::RemotePtr Ptr(uint64_t position, bool payload) const {
+    const uint64_t slot = l_.Slot(position);
+    return part_ + (payload ? l_.payload_offset(slot) : l_.seq_offset(slot));
+  }
+  bool Primed(uint64_t first, size_t n, const uint64_t* values) const {
+    return primed_ && values != nullptr && first >= first_ && first + n <= first_ + n_;
+  }
+  absl::Status ReadWords(rdma::RemotePtr src, size_t words, uint64_t* out) { return s_.Read(src, out, 8 * words); }
+  // Positions [first, first + n) in at most two READs (the ring may wrap),
+  // chained in one doorbell.
+  absl::Status ReadRange(uint64_t first, size_t n, uint64_t* out, bool payload) {
+    const size_t per = payload ? kW : 1;
+    const size_t head_n = static_cast<size_t>(std::min<uint64_t>(n, l_.capacity - l_.Slot(first)));
+    rdma::Batch b(s_, part_.node());
+    b.Read(Ptr(first, payload), out, 8 * per * head_n);
+    if (head_n < n) b.Read(Ptr(first + head_n, payload), out + per * head_n, 8 * per * (n - head_n));
+    return b.Execute();
+  }
+  void Stage(uint64_t first, size_t n, const uint64_t* words, bool payload) {
+    const size_t per = payload ? kW : 1;
+    size_t done = 0;
+    while (done < n) {
+      const size_t run = static_cast<size_t>(std::min<uint64_t>(n - done, l_.capacity - l_.Slot(first + done)));
+      staged_.push_back({Ptr(first + done, payload),
+                         std::vector<uint64_t>(words + per * done, words + per * (done + run))});
+      done += run;
+    }
+  }
+
+  rdma::Session& s_;
+  rdma::RemotePtr part_;
+  RingLayout<V> l_;
+  bool producer_;
+  bool primed_ = false;
+  uint64_t counter_ = 0;
+  uint64_t first_ = 0;
+  size_t n_ = 0;
+  const uint64_t* seqs_ = nullptr;
+  const uint64_t* payloads_ = nullptr;
+  std::vector<Write> staged_;
+};
+
+}  // namespace structures::queue_internal
+
+#endif  // STRUCTURES_QUEUE_RDMA_PATH_H_
