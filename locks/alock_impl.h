@@ -229,6 +229,10 @@ absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) 
     if (p.is_local(self())) {
       p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
     } else {  // only the mutant can have a predecessor on another node here
+      if (absl::Status st = lock_internal::CheckDescriptorRaw(*session(), pred, "ALock Lock (mutant): l_tail", lock, me);
+          !st.ok()) {
+        return st;
+      }
       absl::Status s = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(*session(), me.raw());
       if (!s.ok()) return s;
     }
@@ -351,6 +355,9 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     pred = *p;
   }
   if (pred != 0) {
+    if (absl::Status st = lock_internal::CheckDescriptorRaw(s, pred, "ALock Lock: r_tail", lock, me); !st.ok()) {
+      return st;
+    }
     const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
     if (p.is_local(self())) {
       // The predecessor's descriptor is in my own memory: a plain CPU store to

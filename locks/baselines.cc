@@ -47,23 +47,6 @@ std::atomic<uint64_t> next_token{1};
 // (e.g. a WRITE that landed with a payload that is not ours): fail with a
 // clear error instead of sending RDMA to a garbage address or, worse, to a
 // valid address that is not a descriptor.
-absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::string_view what, rdma::RemotePtr lock,
-                                rdma::RemotePtr me) {
-  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
-  if (lock_internal::NamesDescriptorLine(s, raw)) return absl::OkStatus();
-  std::string arena = "no such node";
-  if (p.node() < s.num_nodes()) {
-    const rdma::ArenaInfo& a = s.arena(p.node());
-    arena = absl::StrCat("[0x", absl::Hex(a.base), ", 0x", absl::Hex(a.base + a.length), ")");
-  }
-  return absl::DataLossError(absl::StrCat(
-      what, " holds 0x", absl::Hex(raw), " (node ", p.node(), ", address 0x", absl::Hex(p.address()),
-      "), which is not an MCS descriptor (64-byte aligned, inside node ", p.node(), "'s arena ", arena,
-      "); lock ", lock.node(), ":0x", absl::Hex(lock.address()), ", my descriptor ", me.node(), ":0x",
-      absl::Hex(me.address()), "; the address is in ", s.DescribeAddress(p.address()),
-      ". The word was corrupted: only descriptor pointers are ever written there (a WRITE seen half landed "
-      "is waited out until ClientOptions::timeout; see tests/verbs/README.md \"rxe torn WRITE\")"));
-}
 
 }  // namespace
 
@@ -165,7 +148,7 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   if (!pred.ok()) return pred.status();
   if (*pred != 0) {
     // Always through the NIC, even when the predecessor is on this node.
-    if (absl::Status st = CheckDescriptorRaw(s, *pred, "RdmaMcs Lock: the queue tail", lock, me); !st.ok()) {
+    if (absl::Status st = lock_internal::CheckDescriptorRaw(s, *pred, "RdmaMcs Lock: the queue tail", lock, me); !st.ok()) {
       return st;
     }
     const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
@@ -216,7 +199,7 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
       break;  // reported below
     }
   }
-  if (absl::Status st = CheckDescriptorRaw(s, next, "RdmaMcs Unlock: my descriptor's next word", lock, me);
+  if (absl::Status st = lock_internal::CheckDescriptorRaw(s, next, "RdmaMcs Unlock: my descriptor's next word", lock, me);
       !st.ok()) {
     return st;
   }

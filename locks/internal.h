@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -80,6 +81,28 @@ inline constexpr size_t kDescriptorBytes = 64;
 inline bool NamesDescriptorLine(const rdma::Session& s, uint64_t raw) {
   const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
   return p.address() % kDescriptorBytes == 0 && s.InArena(p, kDescriptorBytes);
+}
+
+// OK when `raw` (read from a lock word or a descriptor) names a descriptor
+// line; otherwise DataLoss saying where it came from (`what`), for lock
+// `lock` and the caller's descriptor `me`. A corrupted word is an error the
+// caller returns, never an abort.
+inline absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::string_view what, rdma::RemotePtr lock,
+                                rdma::RemotePtr me) {
+  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(raw);
+  if (lock_internal::NamesDescriptorLine(s, raw)) return absl::OkStatus();
+  std::string arena = "no such node";
+  if (p.node() < s.num_nodes()) {
+    const rdma::ArenaInfo& a = s.arena(p.node());
+    arena = absl::StrCat("[0x", absl::Hex(a.base), ", 0x", absl::Hex(a.base + a.length), ")");
+  }
+  return absl::DataLossError(absl::StrCat(
+      what, " holds 0x", absl::Hex(raw), " (node ", p.node(), ", address 0x", absl::Hex(p.address()),
+      "), which is not a queue-lock descriptor (64-byte aligned, inside node ", p.node(), "'s arena ", arena,
+      "); lock ", lock.node(), ":0x", absl::Hex(lock.address()), ", my descriptor ", me.node(), ":0x",
+      absl::Hex(me.address()), "; the address is in ", s.DescribeAddress(p.address()),
+      ". The word was corrupted: only descriptor pointers are ever written there (a WRITE seen half landed "
+      "is waited out until ClientOptions::timeout; see tests/verbs/README.md \"rxe torn WRITE\")"));
 }
 
 // The locks a client holds, one descriptor line each.

@@ -13,6 +13,14 @@ std::vector<std::string> BackendsUnderTest() {
   return absl::StrSplit(env, ',', absl::SkipEmpty());
 }
 
+std::vector<std::string> SoftIfUnderTest() {
+  std::vector<std::string> out;
+  for (const std::string& b : BackendsUnderTest()) {
+    if (b == "soft") out.push_back(b);
+  }
+  return out;
+}
+
 std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes) {
   ClusterOptions o;
   o.num_nodes = nodes;

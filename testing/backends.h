@@ -11,6 +11,10 @@ namespace rdma::testing {
 // Backends under test, from the env var RDMADS_FABRICS (comma-separated,
 // default "soft"). The Soft-RoCE guest run sets RDMADS_FABRICS=verbs.
 std::vector<std::string> BackendsUnderTest();
+// {"soft"} when soft is among them, else {}: for suites that need the soft
+// NIC's fault hooks (byte-copy mode, copy pauses), which then do not exist in
+// a verbs-only run rather than being skipped.
+std::vector<std::string> SoftIfUnderTest();
 
 // A cluster of `nodes` nodes on the named backend, with small arenas.
 std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes = 4 << 20);

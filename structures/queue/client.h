@@ -186,7 +186,7 @@ class QueueClient {
   template <typename Ring, typename Classify>
   absl::Status Settle(Ring& ring, uint64_t position, uint64_t* seq, uint64_t* payload, Classify&& classify,
                       SlotState* state) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     if constexpr (requires { ring.Unprime(); }) ring.Unprime();
     for (int tries = 0; *state == SlotState::kTorn; ++tries) {
       if (std::chrono::steady_clock::now() > deadline) {

@@ -103,14 +103,6 @@ TEST_P(HashMapLincheckTest, NativeWritersRemoteReaders) { RunAndCheck(NativeWrit
 // (RDMADS_FABRICS=verbs) it does not exist, rather than being skipped.
 class HashMapLincheckByteCopiesTest : public HashMapLincheckTest {};
 
-std::vector<std::string> SoftIfUnderTest() {
-  std::vector<std::string> out;
-  for (const std::string& b : rdma::testing::BackendsUnderTest()) {
-    if (b == "soft") out.push_back(b);
-  }
-  return out;
-}
-
 TEST_P(HashMapLincheckByteCopiesTest, HotKeysMixedPaths) {
   StressConfig c = HotKeys(21);
   c.byte_granular_copies = true;
@@ -133,7 +125,7 @@ TEST_P(HashMapLincheckByteCopiesTest, NativeWritersRemoteReaders) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, HashMapLincheckTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(Backends, HashMapLincheckByteCopiesTest, ::testing::ValuesIn(SoftIfUnderTest()),
+INSTANTIATE_TEST_SUITE_P(Backends, HashMapLincheckByteCopiesTest, ::testing::ValuesIn(rdma::testing::SoftIfUnderTest()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HashMapLincheckByteCopiesTest);
 

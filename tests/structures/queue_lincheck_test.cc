@@ -1,0 +1,124 @@
+// Linearizability of the queue under mixed paths (docs/design.md §7):
+// producers and consumers on node 0 take the native and the loopback path,
+// threads on nodes 1 and 2 the remote path, all on node 0's queue. Enqueued
+// values are distinct, so long histories are decided by lincheck's queue
+// decider; short runs on a tiny ring, which keep the queue at full and empty,
+// are decided by the generic search against the bounded model.
+// Backends from RDMADS_FABRICS (default soft); fixed seeds; bounded ops and
+// time per worker.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/lincheck/checker.h"
+#include "tests/lincheck/queue_model.h"
+#include "tests/lincheck/test_util.h"
+#include "tests/structures/queue_stress.h"
+
+namespace structures::testing {
+namespace {
+
+class QueueLincheckTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  bool soft() const { return GetParam() == "soft"; }
+  // Native operations are ~100x faster than NIC ones: native workers pause
+  // between operations so that they overlap the whole NIC run.
+  std::chrono::microseconds Think() const { return std::chrono::microseconds(soft() ? 20 : 1000); }
+
+  QueueStressConfig Mixed(uint64_t seed) const {
+    QueueStressConfig c;
+    c.backend = GetParam();
+    c.seed = seed;
+    c.workers = {{0, Path::kAuto, QueueWorker::kProducer, 1, Think()},
+                 {0, Path::kAuto, QueueWorker::kConsumer, 1, Think()},
+                 {0, Path::kLoopback, QueueWorker::kBoth},
+                 {1, Path::kAuto, QueueWorker::kProducer},
+                 {2, Path::kAuto, QueueWorker::kConsumer}};
+    c.ops_per_worker = soft() ? 1500 : 300;
+    c.duration = std::chrono::milliseconds(soft() ? 4000 : 15000);
+    return c;
+  }
+
+  void CheckUnbounded(const QueueStressConfig& c) {
+    QueueStressResult r = RunQueueStress<QueuePolicy>(c);
+    EXPECT_EQ(r.errors, 0u) << r.first_error;
+    std::printf("%zu ops recorded: %llu enqueued, %llu dequeued, %llu empty, %llu full\n", r.history.size(),
+                static_cast<unsigned long long>(r.enqueued), static_cast<unsigned long long>(r.dequeued),
+                static_cast<unsigned long long>(r.empty), static_cast<unsigned long long>(r.full));
+    EXPECT_EQ(r.full, 0u) << "the ring was sized never to fill";
+    EXPECT_GT(r.dequeued, c.workers.size() * 10);
+    lincheck::CheckOptions o;
+    o.timeout = absl::Seconds(30);
+    EXPECT_TRUE(lincheck::IsLinearizable(lincheck::QueueModel(), r.history, o));
+  }
+};
+
+TEST_P(QueueLincheckTest, MixedPaths) { CheckUnbounded(Mixed(1)); }
+
+// Every thread both produces and consumes, in batches of 4: batches
+// interleave with single operations of the other paths.
+TEST_P(QueueLincheckTest, MixedPathsWithBatches) {
+  QueueStressConfig c = Mixed(2);
+  for (QueueWorker& w : c.workers) {
+    w.role = QueueWorker::kBoth;
+    w.batch = 4;
+  }
+  c.workers[3].batch = 1;
+  CheckUnbounded(c);
+}
+
+// A ring of 3 slots, kept at full and at empty, wrapped many times: many
+// short runs (the generic search copes with a few dozen operations), each
+// checked against the bounded model.
+TEST_P(QueueLincheckTest, TinyRingNearFullAndEmpty) {
+  const int runs = soft() ? 40 : 6;
+  uint64_t full = 0, empty = 0;
+  for (int run = 0; run < runs; ++run) {
+    QueueStressConfig c;
+    c.backend = GetParam();
+    c.seed = 100 + run;
+    c.capacity = 3;
+    c.workers = {{0, Path::kAuto, QueueWorker::kBoth},
+                 {0, Path::kLoopback, QueueWorker::kBoth},
+                 {1, Path::kAuto, QueueWorker::kBoth}};
+    c.ops_per_worker = 8;
+    QueueStressResult r = RunQueueStress<QueuePolicy>(c);
+    ASSERT_EQ(r.errors, 0u) << r.first_error;
+    full += r.full;
+    empty += r.empty;
+    lincheck::CheckOptions o;
+    o.timeout = absl::Seconds(20);
+    ASSERT_TRUE(lincheck::IsLinearizable(lincheck::QueueModel(3), r.history, o)) << "run " << run;
+  }
+  std::printf("%d runs: %llu full enqueues, %llu empty dequeues\n", runs, static_cast<unsigned long long>(full),
+              static_cast<unsigned long long>(empty));
+  EXPECT_GT(full, 0u);
+  EXPECT_GT(empty, 0u);
+}
+
+// Soft NIC in byte-copy mode (rxe's byte-by-byte payload copies) with every
+// NIC copy of node 0's ring parked in the middle of a value: NIC producers'
+// payload WRITEs are seen half done by native consumers, and native
+// producers' stores land inside NIC consumers' READs. The seq words must
+// keep every consumer from taking such a value.
+class QueueLincheckByteCopiesTest : public QueueLincheckTest {};
+
+TEST_P(QueueLincheckByteCopiesTest, MixedPaths) {
+  QueueStressConfig c = Mixed(3);
+  c.byte_granular_copies = true;
+  c.pause = std::chrono::microseconds(10);
+  c.ops_per_worker = 600;
+  CheckUnbounded(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, QueueLincheckTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, QueueLincheckByteCopiesTest,
+                         ::testing::ValuesIn(rdma::testing::SoftIfUnderTest()),
+                         [](const auto& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QueueLincheckByteCopiesTest);
+
+}  // namespace
+}  // namespace structures::testing

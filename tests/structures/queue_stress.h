@@ -1,0 +1,300 @@
+#ifndef TESTS_STRUCTURES_QUEUE_STRESS_H_
+#define TESTS_STRUCTURES_QUEUE_STRESS_H_
+
+// A recorded concurrent workload on one node's Queue<QueueStressValue,
+// Policy>: producer and consumer threads on several nodes, each on a fixed
+// path, record every call for lincheck (docs/design.md §7). Used by the
+// linearizability tests and by the mutant tests (same harness, a broken
+// Policy).
+//
+// Values are QueueStressValue: four int64 words that an enqueue always sets
+// equal, to a value unique per enqueue (thread + 1) << 32 | counter. A dequeue
+// that sees words that differ (a torn or stale read) records kTornValue,
+// which nobody enqueued, so the checker rejects the history. A batch of k is
+// recorded as k operations over the batch's interval.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "rdma/cluster.h"
+#include "rdma/soft/soft_nic.h"
+#include "structures/queue/queue.h"
+#include "testing/backends.h"
+#include "tests/lincheck/history.h"
+#include "tests/lincheck/recorder.h"
+
+namespace structures::testing {
+
+struct QueueStressValue {
+  int64_t w[4];
+};
+inline constexpr int64_t kQueueTornValue = -1;
+
+struct QueueWorker {
+  enum Role { kProducer, kConsumer, kBoth };
+  rdma::NodeId node = 0;
+  Path path = Path::kAuto;
+  Role role = kBoth;
+  size_t batch = 1;  // values per call (EnqueueBatch / DequeueBatch when > 1)
+  std::chrono::microseconds think{0};
+};
+
+struct QueueStressConfig {
+  std::string backend = "soft";
+  int nodes = 3;
+  rdma::NodeId home = 0;
+  uint64_t capacity = 4096;
+  std::vector<QueueWorker> workers;
+  int ops_per_worker = 400;
+  std::chrono::milliseconds duration{4000};
+  uint64_t seed = 1;
+  // Soft backend only: NICs copy payloads a byte at a time (as rxe does),
+  // and a hook pauses every NIC copy of the home node's memory for `pause`
+  // in the middle of each 32-byte value (after byte 12), so that a WRITE of
+  // a payload is seen half done for a while.
+  bool byte_granular_copies = false;
+  std::chrono::microseconds pause{0};
+  // Soft backend only: NIC atomics on the home node stall now and then
+  // between reading the old value and writing the new one (FaultInjector::
+  // PauseNextAtomic), for `atomic_stall`: the window in which a CPU atomic on
+  // the same word is not atomic with the NIC's, as on real hardware.
+  std::chrono::microseconds atomic_stall{0};
+};
+
+struct QueueStressResult {
+  lincheck::History history;
+  uint64_t ops = 0;
+  uint64_t enqueued = 0, dequeued = 0, full = 0, empty = 0;
+  uint64_t errors = 0;
+  std::string first_error;
+};
+
+template <typename Policy>
+QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
+  using Q = Queue<QueueStressValue, Policy>;
+  QueueStressResult result;
+  std::unique_ptr<rdma::Cluster> cluster;
+  if (cfg.backend == "soft" && cfg.byte_granular_copies) {
+    rdma::ClusterOptions o;
+    o.num_nodes = cfg.nodes;
+    o.node.arena_bytes = 16 << 20;
+    o.fabric.kind = rdma::FabricKind::kSoft;
+    o.fabric.soft_byte_granular_copies = true;
+    auto cl = rdma::Cluster::Create(o);
+    if (cl.ok()) cluster = std::move(*cl);
+  } else {
+    cluster = rdma::testing::MakeCluster(cfg.backend, cfg.nodes, 16 << 20);
+  }
+  if (cluster == nullptr) {
+    result.first_error = "cannot create the cluster";
+    ++result.errors;
+    return result;
+  }
+  QueueOptions qo;
+  qo.capacity = cfg.capacity;
+  auto q = Q::Create(*cluster, qo);
+  if (!q.ok()) {
+    result.first_error = q.status().ToString();
+    ++result.errors;
+    return result;
+  }
+  rdma::soft::SoftDevice* slow = nullptr;
+  if (cfg.backend == "soft" && cfg.pause.count() > 0) {
+    slow = rdma::soft::AsSoftDevice(cluster->node(cfg.home).device());
+    if (slow != nullptr) {
+      const auto pause = cfg.pause;
+      const uint64_t period = cfg.byte_granular_copies ? sizeof(QueueStressValue) : sizeof(QueueStressValue) / 8;
+      const uint64_t at = cfg.byte_granular_copies ? 12 : 1;
+      slow->faults().SetCopyHook([pause, period, at](uint64_t index) {
+        if (index % period == at) std::this_thread::sleep_for(pause);
+      });
+    }
+  }
+
+  lincheck::Recorder recorder;
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop_staller{false};
+  std::thread staller;
+  if (cfg.backend == "soft" && cfg.atomic_stall.count() > 0) {
+    if (rdma::soft::SoftDevice* dev = rdma::soft::AsSoftDevice(cluster->node(cfg.home).device())) {
+      staller = std::thread([dev, &stop_staller, stall = cfg.atomic_stall] {
+        while (!stop_staller.load()) {
+          dev->faults().PauseNextAtomic();
+          if (dev->faults().WaitUntilAtomicPaused(std::chrono::milliseconds(20))) std::this_thread::sleep_for(stall);
+          dev->faults().ResumeAtomic();
+        }
+      });
+    }
+  }
+  std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0}, errors{0};
+  std::mutex err_mu;
+
+  auto worker = [&](int t) {
+    const QueueWorker w = cfg.workers[t];
+    auto session = cluster->NewSession(w.node);
+    std::unique_ptr<typename Q::Client> client;
+    if (session.ok()) {
+      auto c = q->NewClient(cluster->node(w.node), session->get());
+      if (c.ok()) client = std::move(*c);
+    }
+    ready.fetch_add(1);
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+    if (client == nullptr) {
+      errors.fetch_add(1);
+      return;
+    }
+    auto note_error = [&](const absl::Status& s) {
+      errors.fetch_add(1);
+      std::lock_guard<std::mutex> l(err_mu);
+      if (result.first_error.empty()) result.first_error = s.ToString();
+    };
+    const Path taken = rdma::TakenPath(w.path, w.node, cfg.home);
+    lincheck::ThreadRecorder rec(recorder, t, w.node, taken);
+    std::mt19937_64 rng(cfg.seed * 1000003 + t);
+    const auto deadline = std::chrono::steady_clock::now() + cfg.duration;
+    int64_t counter = 0;
+    std::vector<QueueStressValue> batch;
+    std::vector<lincheck::Recorder::Token> tokens;
+    for (int i = 0; i < cfg.ops_per_worker && std::chrono::steady_clock::now() < deadline; ++i) {
+      if (w.think.count() > 0) {
+        const auto until = std::chrono::steady_clock::now() + w.think;
+        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      }
+      const bool produce = w.role == QueueWorker::kProducer ||
+                           (w.role == QueueWorker::kBoth && rng() % 2 == 0);
+      ops.fetch_add(1, std::memory_order_relaxed);
+      tokens.clear();
+      if (produce) {
+        batch.clear();
+        for (size_t j = 0; j < w.batch; ++j) {
+          const int64_t v = (static_cast<int64_t>(t + 1) << 32) | ++counter;
+          batch.push_back({{v, v, v, v}});
+          tokens.push_back(rec.Invoke("enqueue", {v}));
+        }
+        absl::StatusOr<size_t> n;
+        if (w.batch == 1) {
+          absl::StatusOr<bool> in = client->Enqueue(cfg.home, batch[0], w.path);
+          n = in.ok() ? absl::StatusOr<size_t>(*in ? 1 : 0) : absl::StatusOr<size_t>(in.status());
+        } else {
+          n = client->EnqueueBatch(cfg.home, batch, w.path);
+        }
+        if (!n.ok()) {
+          note_error(n.status());  // left pending
+          continue;
+        }
+        for (size_t j = 0; j < tokens.size(); ++j) {
+          if (j < *n) {
+            rec.Complete(tokens[j], {});
+          } else {
+            rec.Complete(tokens[j], {0});  // full
+          }
+        }
+        enq.fetch_add(*n);
+        if (*n < tokens.size()) full.fetch_add(1);
+      } else {
+        for (size_t j = 0; j < w.batch; ++j) tokens.push_back(rec.Invoke("dequeue", {}));
+        absl::StatusOr<std::vector<QueueStressValue>> got = client->DequeueBatch(cfg.home, w.batch, w.path);
+        if (!got.ok()) {
+          note_error(got.status());
+          continue;
+        }
+        for (size_t j = 0; j < tokens.size(); ++j) {
+          if (j < got->size()) {
+            const QueueStressValue& x = (*got)[j];
+            const bool whole = x.w[0] == x.w[1] && x.w[1] == x.w[2] && x.w[2] == x.w[3];
+            rec.Complete(tokens[j], {1, whole ? x.w[0] : kQueueTornValue});
+          } else {
+            rec.Complete(tokens[j], {0, 0});  // empty
+          }
+        }
+        deq.fetch_add(got->size());
+        if (got->size() < tokens.size()) empty.fetch_add(1);
+      }
+    }
+    client.reset();
+    if (session.ok()) session->reset();
+  };
+
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < cfg.workers.size(); ++t) threads.emplace_back(worker, static_cast<int>(t));
+  while (ready.load() < static_cast<int>(cfg.workers.size())) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  for (auto& th : threads) th.join();
+  stop_staller.store(true);
+  if (staller.joinable()) staller.join();
+  if (slow != nullptr) slow->faults().SetCopyHook(nullptr);
+
+  result.history = recorder.Finish();
+  result.ops = ops.load();
+  result.enqueued = enq.load();
+  result.dequeued = deq.load();
+  result.full = full.load();
+  result.empty = empty.load();
+  result.errors += errors.load();
+  return result;
+}
+
+// Two necessary conditions of a bounded queue's answers, cheap to check on a
+// long history (the bounded model's generic search is not): a "full" enqueue
+// needs `capacity` values in the queue at some instant of its interval, so at
+// least that many successful enqueues invoked before it responded, minus the
+// successful dequeues that responded before it was invoked; an "empty"
+// dequeue needs the queue empty at some instant, so no surplus of enqueues
+// that responded before it was invoked over dequeues invoked before it
+// responded. Returns a description of the first violation, or "".
+inline std::string BoundedAnswersViolation(const lincheck::History& h, uint64_t capacity) {
+  auto enq_ok = [](const lincheck::Operation& o) { return o.op == "enqueue" && !o.pending() && o.result.empty(); };
+  auto deq_ok = [](const lincheck::Operation& o) {
+    return o.op == "dequeue" && !o.pending() && !o.result.empty() && o.result[0] == 1;
+  };
+  for (const lincheck::Operation& x : h) {
+    if (x.pending()) continue;
+    const bool full = x.op == "enqueue" && x.result.size() == 1 && x.result[0] == 0;
+    const bool empty = x.op == "dequeue" && x.result.size() == 2 && x.result[0] == 0;
+    if (!full && !empty) continue;
+    int64_t may_in = 0, must_out = 0, must_in = 0, may_out = 0;
+    for (const lincheck::Operation& o : h) {
+      if (enq_ok(o)) {
+        if (o.invoke_ns < x.response_ns) ++may_in;
+        if (o.response_ns < x.invoke_ns) ++must_in;
+      } else if (deq_ok(o)) {
+        if (o.response_ns < x.invoke_ns) ++must_out;
+        if (o.invoke_ns < x.response_ns) ++may_out;
+      }
+    }
+    if (full && may_in - must_out < static_cast<int64_t>(capacity)) {
+      return absl::StrCat("thread ", x.thread, " got \"full\" while at most ", may_in - must_out,
+                          " values can have been in a queue of ", capacity);
+    }
+    if (empty && must_in - may_out > 0) {
+      return absl::StrCat("thread ", x.thread, " got \"empty\" while at least ", must_in - may_out,
+                          " values must have been in the queue");
+    }
+  }
+  return "";
+}
+
+// `h` without the "full" enqueues (they change nothing), so that the rest can
+// be decided against the unbounded model by lincheck's queue decider.
+inline lincheck::History WithoutFullEnqueues(const lincheck::History& h) {
+  lincheck::History out;
+  for (const lincheck::Operation& o : h) {
+    if (o.op == "enqueue" && o.result.size() == 1 && o.result[0] == 0) continue;
+    out.push_back(o);
+  }
+  return out;
+}
+
+}  // namespace structures::testing
+
+#endif  // TESTS_STRUCTURES_QUEUE_STRESS_H_
