@@ -1,7 +1,7 @@
 // The hash map across two processes: each node creates only its own part
 // (HashMap::Create with its own node) and reaches the other through a TcpConnector.
 //
-// Two modes (tests/verbs/two_node_harness.h):
+// Two modes (testing/two_node_harness.h):
 //  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
 //    RXE_NUM_NODES=2, RXE_NODE_ID=0|1, RXE_SELF_IP, RXE_PEER_IP; each guest
 //    runs this binary as one node on the verbs fabric. Port: RDMADS_TCP_PORT
@@ -26,7 +26,7 @@
 #include "rdma/node.h"
 #include "rdma/session.h"
 #include "rdma/verbs/tcp_connector.h"
-#include "tests/verbs/two_node_harness.h"
+#include "testing/two_node_harness.h"
 #include "structures/hash_map/hash_map.h"
 
 namespace structures {

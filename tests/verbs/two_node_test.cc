@@ -26,7 +26,7 @@
 #include "rdma/session.h"
 #include "rdma/soft/soft_nic.h"
 #include "rdma/verbs/tcp_connector.h"
-#include "tests/verbs/two_node_harness.h"
+#include "testing/two_node_harness.h"
 
 namespace rdma {
 namespace {

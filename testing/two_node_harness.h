@@ -1,5 +1,5 @@
-#ifndef TESTS_VERBS_TWO_NODE_HARNESS_H_
-#define TESTS_VERBS_TWO_NODE_HARNESS_H_
+#ifndef TESTING_TWO_NODE_HARNESS_H_
+#define TESTING_TWO_NODE_HARNESS_H_
 
 // Runs a two-node test body, each node with its own rdma::Node and
 // TcpConnector, in one of two modes:
@@ -28,4 +28,4 @@ void RunTwoNodes(const TwoNodeBody& run_node, uint16_t default_port);
 
 }  // namespace rdma::testing
 
-#endif  // TESTS_VERBS_TWO_NODE_HARNESS_H_
+#endif  // TESTING_TWO_NODE_HARNESS_H_

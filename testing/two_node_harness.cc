@@ -1,4 +1,4 @@
-#include "tests/verbs/two_node_harness.h"
+#include "testing/two_node_harness.h"
 
 #include <chrono>
 #include <cstdio>
