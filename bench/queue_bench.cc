@@ -1,0 +1,366 @@
+// Throughput and per-operation costs of structures::Queue on its three access
+// paths, next to the single-machine queues a user would pick instead
+// (docs/design.md §8).
+//
+//   bazel build -c opt //bench:queue_bench && bazel-bin/bench/queue_bench --benchmark_counters_tabular=true
+//
+// Setup (once per process, lazily): a 2-node cluster and one Queue<Value32>
+// (32-byte values) of --capacity=N slots per node (default 4096); node 0's
+// queue is the benchmarked one. The baselines, of the same capacity:
+//   boost_lockfree  boost::lockfree::queue<Value32> with a fixed-size node pool
+//   std_mutex       std::deque<Value32> behind one std::mutex (capacity checked)
+//
+// Benchmarks (each iteration is one operation; items_per_second counts the
+// operations that moved a value, all threads together, wall-clock):
+//   native/<q>/1p1c       2 threads on node 0: thread 0 enqueues, thread 1 dequeues
+//   native/<q>/2both      2 threads on node 0, each enqueue then dequeue
+//   {native,loopback,remote}/queue/batch:{1,4,16}
+//                         1 thread (node 0, or node 1 for remote): enqueue a
+//                         batch, dequeue a batch; items count values moved
+//   mixed/queue/2native_1remote
+//                         threads 0-1 native (enqueue then dequeue), thread 2
+//                         on node 1 remote (the same); `native_ops` is the
+//                         native threads' rate alone, to compare with
+//                         native/queue/2both (ALock's budgets at work)
+// Per operation (a batch counts as one): the calling threads' rdma::
+// ThisThreadCounters deltas (NIC ops, doorbells, round trips waited, bytes),
+// summed over the threads and divided by the total iteration count. `lost`
+// counts values that came out wrong; it must be 0.
+//
+// Flags (ours, mixed freely with the Google Benchmark ones):
+// --fabric=soft|verbs|auto, --capacity=N. Each benchmark runs MinTime(0.4 s)
+// unless --benchmark_min_time is given.
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/lockfree/queue.hpp>
+
+#include "absl/status/status.h"
+#include "benchmark/benchmark.h"
+#include "rdma/cluster.h"
+#include "rdma/op_counters.h"
+#include "rdma/verbs/flags.h"
+#include "structures/queue/queue.h"
+
+namespace {
+
+struct Value32 {
+  uint64_t w[4];
+};
+Value32 MakeValue(uint64_t x) { return {{x, ~x, x * 3, x ^ 0x5a5a}}; }
+bool Whole(const Value32& v) { return v.w[1] == ~v.w[0] && v.w[2] == v.w[0] * 3 && v.w[3] == (v.w[0] ^ 0x5a5a); }
+
+using Queue = structures::Queue<Value32>;
+constexpr rdma::NodeId kHome = 0;
+constexpr rdma::NodeId kOther = 1;
+
+rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
+rdma::verbs::DeviceFlags g_device_flags;
+uint64_t g_capacity = 4096;
+
+// std::deque behind one std::mutex, bounded like the others.
+class MutexDeque {
+ public:
+  explicit MutexDeque(size_t capacity) : capacity_(capacity) {}
+  bool Enqueue(const Value32& v) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (q_.size() >= capacity_) return false;
+    q_.push_back(v);
+    return true;
+  }
+  std::optional<Value32> Dequeue() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (q_.empty()) return std::nullopt;
+    Value32 v = q_.front();
+    q_.pop_front();
+    return v;
+  }
+
+ private:
+  const size_t capacity_;
+  std::mutex mu_;
+  std::deque<Value32> q_;
+};
+
+// boost::lockfree::queue with its node pool fixed at the capacity.
+class BoostQueue {
+ public:
+  explicit BoostQueue(size_t capacity) : q_(capacity) {}
+  bool Enqueue(const Value32& v) { return q_.bounded_push(v); }
+  std::optional<Value32> Dequeue() {
+    Value32 v;
+    if (!q_.pop(v)) return std::nullopt;
+    return v;
+  }
+
+ private:
+  boost::lockfree::queue<Value32, boost::lockfree::fixed_sized<true>> q_;
+};
+
+struct Env {
+  absl::Status status;  // why the queue benchmarks are skipped, if they are
+  std::unique_ptr<rdma::Cluster> cluster;
+  std::unique_ptr<Queue> queue;
+  std::unique_ptr<MutexDeque> deque;
+  std::unique_ptr<BoostQueue> boost;
+};
+Env* g_env = nullptr;
+std::once_flag g_env_once;
+
+Env& GetEnv() {
+  std::call_once(g_env_once, [] {
+    g_env = new Env;
+    g_env->deque = std::make_unique<MutexDeque>(g_capacity);
+    g_env->boost = std::make_unique<BoostQueue>(g_capacity);
+    rdma::ClusterOptions o;
+    o.num_nodes = 2;
+    o.fabric.kind = g_fabric;
+    (void)g_device_flags.Apply(&o.fabric);  // validated in main
+    structures::QueueOptions qo;
+    qo.capacity = g_capacity;
+    o.node.arena_bytes = 64 * g_capacity + (size_t{16} << 20);
+    auto cluster = rdma::Cluster::Create(o);
+    if (!cluster.ok()) {
+      g_env->status = cluster.status();
+      return;
+    }
+    g_env->cluster = std::move(*cluster);
+    auto q = Queue::Create(*g_env->cluster, qo);
+    if (!q.ok()) {
+      g_env->status = q.status();
+      return;
+    }
+    g_env->queue = std::make_unique<Queue>(std::move(*q));
+  });
+  return *g_env;
+}
+
+void Report(benchmark::State& state, const rdma::OpCounters& delta, int64_t moved, int64_t lost) {
+  state.SetItemsProcessed(moved);
+  state.counters["lost"] = benchmark::Counter(static_cast<double>(lost), benchmark::Counter::kAvgThreads);
+  // Per operation: this thread's share of the total (every thread runs the
+  // same number of iterations, and Google Benchmark sums counters over
+  // threads), so the reported value is the delta of all threads over all
+  // iterations.
+  const double it = static_cast<double>(std::max<int64_t>(1, state.iterations())) * state.threads();
+  state.counters["nic_ops"] = static_cast<double>(delta.nic_ops) / it;
+  state.counters["doorbells"] = static_cast<double>(delta.doorbells) / it;
+  state.counters["round_trips"] = static_cast<double>(delta.round_trips) / it;
+  state.counters["bytes"] = static_cast<double>(delta.bytes) / it;
+}
+
+// Runs `body(i)` -> values moved (or -1 for a lost value) per iteration.
+template <typename Body>
+void Loop(benchmark::State& state, Body&& body) {
+  const rdma::OpCounters before = rdma::ThisThreadCounters();
+  int64_t moved = 0, lost = 0;
+  uint64_t i = 0;
+  for (auto _ : state) {
+    const int64_t m = body(i++);
+    if (m < 0) {
+      ++lost;
+    } else {
+      moved += m;
+    }
+  }
+  Report(state, rdma::ThisThreadCounters() - before, moved, lost);
+}
+
+template <typename Q>
+void BM_Baseline(benchmark::State& state, Q* (*get)(), bool one_producer_one_consumer) {
+  Q& q = *get();
+  const bool producer = state.thread_index() == 0;
+  const uint64_t base = uint64_t(state.thread_index()) << 40;
+  Loop(state, [&](uint64_t i) -> int64_t {
+    if (one_producer_one_consumer) {
+      if (producer) return q.Enqueue(MakeValue(base + i)) ? 1 : 0;
+      std::optional<Value32> v = q.Dequeue();
+      return !v.has_value() ? 0 : Whole(*v) ? 1 : -1;
+    }
+    int64_t m = q.Enqueue(MakeValue(base + i)) ? 1 : 0;
+    std::optional<Value32> v = q.Dequeue();
+    return v.has_value() ? (Whole(*v) ? m + 1 : -1) : m;
+  });
+}
+
+MutexDeque* GetDeque() { return GetEnv().deque.get(); }
+BoostQueue* GetBoost() { return GetEnv().boost.get(); }
+
+enum class Mode { k1p1c, k2Both, kBatch, kMixed };
+
+void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t batch) {
+  Env& env = GetEnv();
+  if (!env.status.ok()) {
+    state.SkipWithError(env.status.ToString().c_str());
+    return;
+  }
+  rdma::NodeId node = path == structures::Path::kRemote ? kOther : kHome;
+  if (mode == Mode::kMixed && state.thread_index() == 2) {
+    node = kOther;
+    path = structures::Path::kRemote;
+  }
+  auto session = env.cluster->NewSession(node);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  auto client = env.queue->NewClient(env.cluster->node(node), session->get());
+  if (!client.ok()) {
+    state.SkipWithError(client.status().ToString().c_str());
+    return;
+  }
+  structures::QueueClient<Value32>& c = **client;
+  const uint64_t base = uint64_t(state.thread_index()) << 40;
+  std::vector<Value32> values(batch);
+  absl::Status error;
+  auto check = [&](const absl::Status& s) {
+    if (!s.ok() && error.ok()) error = s;
+    return s.ok();
+  };
+  int64_t native_moved = 0;
+  const bool native_thread = !(mode == Mode::kMixed && state.thread_index() == 2);
+  Loop(state, [&](uint64_t i) -> int64_t {
+    int64_t m = 0;
+    if (mode == Mode::k1p1c) {
+      if (state.thread_index() == 0) {
+        absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue(base + i), path);
+        m = check(in.status()) && *in ? 1 : 0;
+      } else {
+        absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome, path);
+        if (!check(v.status()) || !v->has_value()) return 0;
+        m = Whole(**v) ? 1 : -1;
+      }
+    } else if (batch == 1) {
+      absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue(base + i), path);
+      m = check(in.status()) && *in ? 1 : 0;
+      absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome, path);
+      if (check(v.status()) && v->has_value()) m = Whole(**v) ? m + 1 : -1;
+    } else {
+      for (size_t j = 0; j < batch; ++j) values[j] = MakeValue(base + i * batch + j);
+      absl::StatusOr<size_t> n = c.EnqueueBatch(kHome, values, path);
+      m = check(n.status()) ? static_cast<int64_t>(*n) : 0;
+      absl::StatusOr<std::vector<Value32>> out = c.DequeueBatch(kHome, batch, path);
+      if (check(out.status())) {
+        for (const Value32& v : *out) m = Whole(v) && m >= 0 ? m + 1 : -1;
+      }
+    }
+    if (native_thread && m > 0) native_moved += m;
+    return m;
+  });
+  if (mode == Mode::kMixed) {
+    state.counters["native_ops"] = benchmark::Counter(static_cast<double>(native_moved), benchmark::Counter::kIsRate);
+  }
+  if (!error.ok()) state.SkipWithError(error.ToString().c_str());
+  client->reset();
+}
+
+void Register(bool set_min_time) {
+  auto finish = [&](benchmark::internal::Benchmark* b, int threads) {
+    b->Threads(threads)->UseRealTime();
+    if (set_min_time) b->MinTime(0.4);
+  };
+  finish(benchmark::RegisterBenchmark("native/queue/1p1c",
+                                      [](benchmark::State& s) { BM_Queue(s, Mode::k1p1c, structures::Path::kNative, 1); }),
+         2);
+  finish(benchmark::RegisterBenchmark("native/boost_lockfree/1p1c",
+                                      [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, true); }),
+         2);
+  finish(benchmark::RegisterBenchmark("native/std_mutex/1p1c",
+                                      [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, true); }),
+         2);
+  finish(benchmark::RegisterBenchmark("native/queue/2both",
+                                      [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1); }),
+         2);
+  finish(benchmark::RegisterBenchmark("native/boost_lockfree/2both",
+                                      [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, false); }),
+         2);
+  finish(benchmark::RegisterBenchmark("native/std_mutex/2both",
+                                      [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, false); }),
+         2);
+  finish(benchmark::RegisterBenchmark(
+             "mixed/queue/2native_1remote",
+             [](benchmark::State& s) { BM_Queue(s, Mode::kMixed, structures::Path::kNative, 1); }),
+         3);
+  for (auto [name, path] : {std::pair{"native", structures::Path::kNative},
+                            std::pair{"loopback", structures::Path::kLoopback},
+                            std::pair{"remote", structures::Path::kRemote}}) {
+    for (size_t batch : {1, 4, 16}) {
+      const std::string label = std::string(name) + "/queue/batch:" + std::to_string(batch);
+      finish(benchmark::RegisterBenchmark(
+                 label.c_str(), [path, batch](benchmark::State& s) { BM_Queue(s, Mode::kBatch, path, batch); }),
+             1);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (absl::Status s = g_device_flags.Extract(&argc, argv); !s.ok()) {
+    fprintf(stderr, "queue_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  std::vector<char*> rest;
+  bool user_min_time = false;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--fabric=", 9) == 0) {
+      auto k = rdma::ParseFabricKind(argv[i] + 9);
+      if (!k.ok()) {
+        fprintf(stderr, "queue_bench: %s\n", std::string(k.status().message()).c_str());
+        return 2;
+      }
+      g_fabric = *k;
+    } else if (std::strncmp(argv[i], "--capacity=", 11) == 0) {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(argv[i] + 11, &end, 10);
+      if (end == argv[i] + 11 || *end != '\0' || n < 16 || n > (uint64_t{1} << 24)) {
+        fprintf(stderr, "queue_bench: bad --capacity=%s (16..16777216)\n", argv[i] + 11);
+        return 2;
+      }
+      g_capacity = n;
+    } else {
+      if (std::strcmp(argv[i], "--help") == 0) {
+        printf(
+            "queue_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--capacity=N] "
+            "[Google Benchmark flags]\n"
+            "structures::Queue throughput on the native, loopback and remote paths (batches of 1, 4, 16), with\n"
+            "per-op NIC ops, doorbells, round trips and bytes, next to boost::lockfree::queue and a\n"
+            "std::deque+std::mutex of the same capacity. --capacity: slots per queue (default 4096).\n");
+        fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
+      }
+      if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
+      rest.push_back(argv[i]);
+    }
+  }
+  {
+    rdma::FabricOptions fo;
+    fo.kind = g_fabric;
+    if (absl::Status s = g_device_flags.Apply(&fo); !s.ok()) {
+      fprintf(stderr, "queue_bench: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    g_fabric = fo.kind;
+  }
+  int n = static_cast<int>(rest.size());
+  Register(!user_min_time);
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  // Teardown after every benchmark thread is gone: queue before cluster.
+  if (g_env != nullptr) {
+    g_env->queue.reset();
+    g_env->cluster.reset();
+    delete g_env;
+  }
+  return 0;
+}
