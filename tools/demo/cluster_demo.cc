@@ -1,7 +1,8 @@
 // The quick-start demo: builds a 3-node cluster on the chosen fabric, runs
 // READ, WRITE, CAS and FAA on one word of node 0 over the three access paths
 // of docs/design.md §2 (native CPU, loopback NIC, remote NIC), then puts and gets in
-// a distributed hash map over the same three paths (tools/demo/map_demo.h),
+// a distributed hash map and a distributed queue over the same three paths
+// (tools/demo/map_demo.h, tools/demo/queue_demo.h),
 // checking every result and printing each path's per-operation costs.
 
 #include <cstddef>
@@ -17,6 +18,7 @@
 #include "rdma/rmw_word.h"
 #include "rdma/verbs/flags.h"
 #include "tools/demo/map_demo.h"
+#include "tools/demo/queue_demo.h"
 #include "tools/demo/measure.h"
 
 namespace {
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   po::options_description desc(
-      "cluster_demo: a 3-node cluster; READ/WRITE/CAS/FAA on a word of node 0, then hash map put/get,\n"
+      "cluster_demo: a 3-node cluster; READ/WRITE/CAS/FAA on a word of node 0, then hash map put/get\n"
+      "and queue enqueue/dequeue,\n"
       "over the native, loopback and remote paths, with per-op NIC operations, doorbells, round\n"
       "trips and bytes.\n\nOptions");
   desc.add_options()("help,h", "show this help")(
@@ -203,6 +206,13 @@ int main(int argc, char** argv) {
   }
   std::cout << "\nHash map (structures::HashMap<24-byte value>), keys homed on node 0, uncontended:\n";
   demo::PrintRows(map_rows);
+  std::vector<Row> queue_rows;
+  if (absl::Status s = demo::RunQueueDemo(**cluster, reps, queue_rows); !s.ok()) {
+    std::cerr << "cluster_demo: FAILED: " << s << "\n";
+    return 1;
+  }
+  std::cout << "\nQueue (structures::Queue<24-byte value>), node 0's queue, uncontended:\n";
+  demo::PrintRows(queue_rows);
   std::cout << "\nall results checked: OK (counts are per operation; times are this machine's, counts are not)\n";
   return 0;
 }

@@ -27,15 +27,20 @@ expected=(
   "native put 0 0 0 0" "native get 0 0 0 0"
   "loopback map-get 1 1 1 384" "loopback map-put 5 4 3 512"
   "remote map-get 1 1 1 384" "remote map-put 5 4 3 512"
+  "native enqueue 0 0 0 0" "native dequeue 0 0 0 0"
+  "loopback enqueue 8 3 2 136" "loopback dequeue 8 3 2 136"
+  "remote enqueue 8 3 2 136" "remote dequeue 8 3 2 136"
 )
 for path in loopback remote; do
   for op in READ WRITE CAS FAA; do expected+=("$path $op 1 1 1 8"); done
 done
 
 # Rows are "path op nic_ops doorbells round_trips bytes ns/op"; map rows
-# (after the "Hash map" heading) get their op renamed map-put / map-get.
+# (after the "Hash map" heading, before "Queue") get their op renamed
+# map-put / map-get.
 rows=$(awk '
   /^Hash map/ { map = 1 }
+  /^Queue/ { map = 0 }
   $1 ~ /^(native|loopback|remote)$/ && NF == 7 {
     op = $2
     if (map && $1 != "native") op = "map-" op

@@ -22,38 +22,6 @@ struct Record {  // 24 bytes: a typical small value
 };
 using Map = structures::HashMap<Record>;
 
-struct Lane {
-  const char* name;
-  rdma::NodeId node;
-  rdma::Path path;
-};
-constexpr Lane kLanes[] = {
-    {"native", 0, rdma::Path::kNative},
-    {"loopback", 0, rdma::Path::kLoopback},
-    {"remote", 1, rdma::Path::kRemote},
-};
-
-// Runs `f(client)` on a fresh thread bound to `node`, with its own Session
-// and map Client (both are per-thread objects).
-template <typename F>
-absl::Status OnThread(rdma::Cluster& cluster, const Map& map, rdma::NodeId node, F f) {
-  absl::Status status;
-  std::thread t([&] {
-    rdma::BindThisThreadToNode(node);
-    status = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(auto session, cluster.NewSession(node));
-      ASSIGN_OR_RETURN(auto client, map.NewClient(cluster.node(node), session.get()));
-      return f(*client);
-    }();
-  });
-  t.join();
-  return status;
-}
-
-absl::Status Check(bool ok, const std::string& what) {
-  return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("hash map: ", what));
-}
-
 }  // namespace
 
 absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows) {
@@ -76,14 +44,14 @@ absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows
     const Record record{key, i + 1, 0xfeed};
     absl::Status s = OnThread(cluster, map, writer.node, [&](Map::Client& c) -> absl::Status {
       ASSIGN_OR_RETURN(std::optional<Record> prev, c.Put(key, record, writer.path));
-      return Check(!prev.has_value(), absl::StrCat(writer.name, " put of a new key returned a previous value"));
+      return Check(!prev.has_value(), absl::StrCat("hash map: ", writer.name, " put of a new key returned a previous value"));
     });
     RETURN_IF_ERROR(s);
     s = OnThread(cluster, map, reader.node, [&](Map::Client& c) -> absl::Status {
       ASSIGN_OR_RETURN(std::optional<Record> got, c.Get(key, reader.path));
-      RETURN_IF_ERROR(Check(got == record, absl::StrCat(reader.name, " get missed ", writer.name, "'s put")));
+      RETURN_IF_ERROR(Check(got == record, absl::StrCat("hash map: ", reader.name, " get missed ", writer.name, "'s put")));
       ASSIGN_OR_RETURN(std::optional<Record> erased, c.Erase(key, reader.path));
-      return Check(erased == record, absl::StrCat(reader.name, " erase did not return ", writer.name, "'s value"));
+      return Check(erased == record, absl::StrCat("hash map: ", reader.name, " erase did not return ", writer.name, "'s value"));
     });
     RETURN_IF_ERROR(s);
   }
@@ -99,7 +67,7 @@ absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows
       return Measure(lane.name, "get", reps, rows, [&](int i) -> absl::Status {
         const uint64_t key = keys[i % keys.size()];
         ASSIGN_OR_RETURN(std::optional<Record> got, c.Get(key, lane.path));
-        return Check(got.has_value() && got->id == key, absl::StrCat(lane.name, " get lost key ", key));
+        return Check(got.has_value() && got->id == key, absl::StrCat("hash map: ", lane.name, " get lost key ", key));
       });
     });
     RETURN_IF_ERROR(s);

@@ -10,8 +10,14 @@
 #include <string>
 #include <vector>
 
+#include <thread>
+
 #include "absl/status/status.h"
+#include "rdma/cluster.h"
 #include "rdma/op_counters.h"
+#include "rdma/path.h"
+#include "rdma/remote_ptr.h"
+#include "util/status_macros.h"
 
 namespace demo {
 
@@ -38,6 +44,40 @@ absl::Status Measure(const std::string& path, const std::string& op, int reps, s
   d.bytes /= reps;
   rows.push_back({path, op, d, static_cast<uint64_t>(ns.count() / reps)});
   return absl::OkStatus();
+}
+
+// The demo's three lanes: threads on node 0 (native and loopback) and on
+// node 1 (remote), all working on node 0's data.
+struct Lane {
+  const char* name;
+  rdma::NodeId node;
+  rdma::Path path;
+};
+inline constexpr Lane kLanes[] = {
+    {"native", 0, rdma::Path::kNative},
+    {"loopback", 0, rdma::Path::kLoopback},
+    {"remote", 1, rdma::Path::kRemote},
+};
+
+// Runs `f(client)` on a fresh thread bound to `node`, with its own Session
+// and client of `structure` (both are per-thread objects).
+template <typename Structure, typename F>
+absl::Status OnThread(rdma::Cluster& cluster, const Structure& structure, rdma::NodeId node, F f) {
+  absl::Status status;
+  std::thread t([&] {
+    rdma::BindThisThreadToNode(node);
+    status = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(auto session, cluster.NewSession(node));
+      ASSIGN_OR_RETURN(auto client, structure.NewClient(cluster.node(node), session.get()));
+      return f(*client);
+    }();
+  });
+  t.join();
+  return status;
+}
+
+inline absl::Status Check(bool ok, const std::string& what) {
+  return ok ? absl::OkStatus() : absl::InternalError(what);
 }
 
 // Prints rows as an aligned table.
