@@ -51,6 +51,9 @@
 #include "absl/status/statusor.h"
 #include "bench/map_baselines.h"
 #include "bench/zipf.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "rdma/cluster.h"
 #include "rdma/verbs/flags.h"
@@ -350,72 +353,35 @@ void Register(bool set_min_time) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --device/--port/--gid-index first (shared with the other programs).
-  if (absl::Status s = g_device_flags.Extract(&argc, argv); !s.ok()) {
-    fprintf(stderr, "hash_map_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  std::vector<char*> rest;
-  bool user_min_time = false;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--fabric=", 9) == 0) {
-      auto k = rdma::ParseFabricKind(argv[i] + 9);
-      if (!k.ok()) {
-        fprintf(stderr, "hash_map_bench: %s\n", std::string(k.status().message()).c_str());
-        return 2;
-      }
-      g_fabric = *k;
-    } else if (std::strncmp(argv[i], "--keys=", 7) == 0) {
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(argv[i] + 7, &end, 10);
-      if (end == argv[i] + 7 || *end != '\0' || n == 0 || n > bench::kIndexMask) {
-        fprintf(stderr, "hash_map_bench: bad --keys=%s\n", argv[i] + 7);
-        return 2;
-      }
+  bench::MainSpec spec;
+  spec.name = "hash_map_bench";
+  spec.usage =
+      "hash_map_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--keys=N] "
+      "[--load_percent=P] [Google Benchmark flags]\n"
+      "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
+      "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
+      "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
+      "--load_percent: keys / slots of the home node's part (default 25).\n";
+  spec.own_flag = [](absl::string_view arg, std::string* error) {
+    uint64_t n = 0;
+    if (arg.substr(0, 7) == "--keys=") {
+      if (!absl::SimpleAtoi(arg.substr(7), &n) || n == 0 || n > bench::kIndexMask) *error = absl::StrCat("bad ", arg);
       g_num_keys = n;
-    } else if (std::strncmp(argv[i], "--load_percent=", 15) == 0) {
-      char* end = nullptr;
-      const unsigned long n = std::strtoul(argv[i] + 15, &end, 10);
-      if (end == argv[i] + 15 || *end != '\0' || n == 0 || n > 90) {
-        fprintf(stderr, "hash_map_bench: bad --load_percent=%s (1..90)\n", argv[i] + 15);
-        return 2;
-      }
+      return true;
+    }
+    if (arg.substr(0, 15) == "--load_percent=") {
+      if (!absl::SimpleAtoi(arg.substr(15), &n) || n == 0 || n > 90) *error = absl::StrCat("bad ", arg, " (1..90)");
       g_load_percent = n;
-    } else {
-      if (std::strcmp(argv[i], "--help") == 0) {
-        printf(
-            "hash_map_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--keys=N] [--load_percent=P] [Google Benchmark flags]\n"
-            "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
-            "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
-            "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
-            "--load_percent: keys / slots of the home node's part (default 25).\n");
-        fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
-      }
-      if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
-      rest.push_back(argv[i]);
+      return true;
     }
-  }
-  {
-    // Device flags turn --fabric=auto into verbs and are refused with soft.
-    rdma::FabricOptions fo;
-    fo.kind = g_fabric;
-    if (absl::Status s = g_device_flags.Apply(&fo); !s.ok()) {
-      fprintf(stderr, "hash_map_bench: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-    g_fabric = fo.kind;
-  }
-  int n = static_cast<int>(rest.size());
-  Register(!user_min_time);
-  benchmark::Initialize(&n, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  // Teardown after every benchmark thread is gone: map before cluster.
-  if (g_env != nullptr) {
+    return false;
+  };
+  spec.register_benchmarks = Register;
+  spec.teardown = [] {  // map before cluster
+    if (g_env == nullptr) return;
     g_env->map.reset();
     g_env->cluster.reset();
     delete g_env;
-  }
-  return 0;
+  };
+  return bench::RunBenchmarkMain(argc, argv, spec, &g_fabric, &g_device_flags);
 }

@@ -45,6 +45,9 @@
 #include <boost/lockfree/queue.hpp>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "rdma/cluster.h"
 #include "rdma/op_counters.h"
@@ -305,62 +308,29 @@ void Register(bool set_min_time) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (absl::Status s = g_device_flags.Extract(&argc, argv); !s.ok()) {
-    fprintf(stderr, "queue_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  std::vector<char*> rest;
-  bool user_min_time = false;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--fabric=", 9) == 0) {
-      auto k = rdma::ParseFabricKind(argv[i] + 9);
-      if (!k.ok()) {
-        fprintf(stderr, "queue_bench: %s\n", std::string(k.status().message()).c_str());
-        return 2;
-      }
-      g_fabric = *k;
-    } else if (std::strncmp(argv[i], "--capacity=", 11) == 0) {
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(argv[i] + 11, &end, 10);
-      if (end == argv[i] + 11 || *end != '\0' || n < 16 || n > (uint64_t{1} << 24)) {
-        fprintf(stderr, "queue_bench: bad --capacity=%s (16..16777216)\n", argv[i] + 11);
-        return 2;
-      }
-      g_capacity = n;
-    } else {
-      if (std::strcmp(argv[i], "--help") == 0) {
-        printf(
-            "queue_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--capacity=N] "
-            "[Google Benchmark flags]\n"
-            "structures::Queue throughput on the native, loopback and remote paths (batches of 1, 4, 16), with\n"
-            "per-op NIC ops, doorbells, round trips and bytes, next to boost::lockfree::queue and a\n"
-            "std::deque+std::mutex of the same capacity. --capacity: slots per queue (default 4096).\n");
-        fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
-      }
-      if (std::strncmp(argv[i], "--benchmark_min_time", 20) == 0) user_min_time = true;
-      rest.push_back(argv[i]);
+  bench::MainSpec spec;
+  spec.name = "queue_bench";
+  spec.usage =
+      "queue_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--capacity=N] "
+      "[Google Benchmark flags]\n"
+      "structures::Queue throughput on the native, loopback and remote paths (batches of 1, 4, 16), with\n"
+      "per-op NIC ops, doorbells, round trips and bytes, next to boost::lockfree::queue and a\n"
+      "std::deque+std::mutex of the same capacity. --capacity: slots per queue (default 4096).\n";
+  spec.own_flag = [](absl::string_view arg, std::string* error) {
+    if (arg.substr(0, 11) != "--capacity=") return false;
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(arg.substr(11), &n) || n < 16 || n > (uint64_t{1} << 24)) {
+      *error = absl::StrCat("bad ", arg, " (16..16777216)");
     }
-  }
-  {
-    rdma::FabricOptions fo;
-    fo.kind = g_fabric;
-    if (absl::Status s = g_device_flags.Apply(&fo); !s.ok()) {
-      fprintf(stderr, "queue_bench: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-    g_fabric = fo.kind;
-  }
-  int n = static_cast<int>(rest.size());
-  Register(!user_min_time);
-  benchmark::Initialize(&n, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  // Teardown after every benchmark thread is gone: queue before cluster.
-  if (g_env != nullptr) {
+    g_capacity = n;
+    return true;
+  };
+  spec.register_benchmarks = Register;
+  spec.teardown = [] {  // queue before cluster
+    if (g_env == nullptr) return;
     g_env->queue.reset();
     g_env->cluster.reset();
     delete g_env;
-  }
-  return 0;
+  };
+  return bench::RunBenchmarkMain(argc, argv, spec, &g_fabric, &g_device_flags);
 }

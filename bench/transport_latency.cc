@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "rdma/cluster.h"
 #include "rdma/verbs/flags.h"
@@ -193,45 +194,11 @@ void Register() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --device/--port/--gid-index first (shared with the other programs).
-  if (absl::Status s = g_device_flags.Extract(&argc, argv); !s.ok()) {
-    fprintf(stderr, "transport_latency: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  // Our own flag first: --fabric=soft|verbs|auto (default auto).
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--fabric=", 9) == 0) {
-      auto k = rdma::ParseFabricKind(argv[i] + 9);
-      if (!k.ok()) {
-        fprintf(stderr, "transport_latency: %s\n", std::string(k.status().message()).c_str());
-        return 2;
-      }
-      g_fabric = *k;
-    } else if (std::strcmp(argv[i], "--help") == 0) {
-      printf("transport_latency [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [Google Benchmark flags]\n"
-             "Median/p99 latency and counts per op of READ, WRITE, CAS, FAA on loopback and remote QPs.\n");
-      fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
-      rest.push_back(argv[i]);
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  {
-    // Device flags turn --fabric=auto into verbs and are refused with soft.
-    rdma::FabricOptions fo;
-    fo.kind = g_fabric;
-    if (absl::Status s = g_device_flags.Apply(&fo); !s.ok()) {
-      fprintf(stderr, "transport_latency: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-    g_fabric = fo.kind;
-  }
-  int n = static_cast<int>(rest.size());
-  Register();
-  benchmark::Initialize(&n, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  bench::MainSpec spec;
+  spec.name = "transport_latency";
+  spec.usage =
+      "transport_latency [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [Google Benchmark flags]\n"
+      "Median/p99 latency and counts per op of READ, WRITE, CAS, FAA on loopback and remote QPs.\n";
+  spec.register_benchmarks = [](bool) { Register(); };
+  return bench::RunBenchmarkMain(argc, argv, spec, &g_fabric, &g_device_flags);
 }

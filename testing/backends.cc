@@ -33,4 +33,14 @@ std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+ClusterWithSession MakeClusterWithSession(const std::string& backend, int nodes, size_t arena_bytes) {
+  ClusterWithSession e;
+  e.cluster = MakeCluster(backend, nodes, arena_bytes);
+  if (e.cluster == nullptr) return e;
+  auto s = e.cluster->NewSession(0);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (s.ok()) e.session = std::move(*s);
+  return e;
+}
+
 }  // namespace rdma::testing

@@ -19,6 +19,13 @@ std::vector<std::string> SoftIfUnderTest();
 // A cluster of `nodes` nodes on the named backend, with small arenas.
 std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes = 4 << 20);
 
+// A cluster and a Session of node 0 for the test's main thread.
+struct ClusterWithSession {
+  std::unique_ptr<Cluster> cluster;  // null if it could not be created
+  std::unique_ptr<Session> session;  // node 0's; null on failure (a test failure is recorded)
+};
+ClusterWithSession MakeClusterWithSession(const std::string& backend, int nodes, size_t arena_bytes = 4 << 20);
+
 }  // namespace rdma::testing
 
 #endif  // TESTING_BACKENDS_H_

@@ -93,4 +93,10 @@ absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::
   return bases;
 }
 
+std::vector<rdma::Node*> AllNodes(rdma::Cluster& cluster) {
+  std::vector<rdma::Node*> nodes;
+  for (int n = 0; n < cluster.num_nodes(); ++n) nodes.push_back(&cluster.node(static_cast<rdma::NodeId>(n)));
+  return nodes;
+}
+
 }  // namespace structures

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "rdma/cluster.h"
 #include "rdma/node.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
@@ -86,6 +87,9 @@ class PartDirectory {
   std::vector<rdma::RemotePtr> bases_;  // per node; null = not created by this process
   std::vector<rdma::Node*> nodes_;      // per node when in this process, else null
 };
+
+// Every node of an in-process cluster, for a structure's Create(cluster, ...).
+std::vector<rdma::Node*> AllNodes(rdma::Cluster& cluster);
 
 }  // namespace structures
 

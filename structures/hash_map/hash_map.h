@@ -149,9 +149,7 @@ class HashMap {
   }
   // Every node of an in-process cluster.
   static absl::StatusOr<HashMap> Create(rdma::Cluster& cluster, const HashMapOptions& options) {
-    std::vector<rdma::Node*> nodes;
-    for (int n = 0; n < cluster.num_nodes(); ++n) nodes.push_back(&cluster.node(static_cast<rdma::NodeId>(n)));
-    return Create(cluster, nodes, options);
+    return Create(cluster, AllNodes(cluster), options);
   }
 
   HashMap(HashMap&&) = default;

@@ -175,6 +175,9 @@ class QueueClient {
   absl::Status MutantCpuLocked(const Route& r, Step&& step) {
     rdma::CpuWord& word = reinterpret_cast<rdma::CpuWord&>(Local(r).tail_lock.r_tail);
     while (word.CompareAndSwap(0, 1) != 0) std::this_thread::yield();
+    // Holding: give up the CPU once, as a preemption inside the critical
+    // section would, so NIC producers meet the "held" word.
+    std::this_thread::yield();
     absl::Status s = step();
     word.Store(0);
     return s;

@@ -135,9 +135,7 @@ class Queue {
   }
   // Every node of an in-process cluster.
   static absl::StatusOr<Queue> Create(rdma::Cluster& cluster, const QueueOptions& options) {
-    std::vector<rdma::Node*> nodes;
-    for (int n = 0; n < cluster.num_nodes(); ++n) nodes.push_back(&cluster.node(static_cast<rdma::NodeId>(n)));
-    return Create(cluster, nodes, options);
+    return Create(cluster, AllNodes(cluster), options);
   }
 
   Queue(Queue&&) = default;

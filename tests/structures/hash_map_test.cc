@@ -55,18 +55,9 @@ std::vector<uint64_t> KeysHomedAt(const Map& m, rdma::NodeId node, size_t n, boo
   return keys;
 }
 
-struct Env {
-  std::unique_ptr<rdma::Cluster> cluster;
-  std::unique_ptr<rdma::Session> session;  // node 0
-};
+using Env = rdma::testing::ClusterWithSession;
 Env MakeEnv(const std::string& backend, int nodes) {
-  Env e;
-  e.cluster = rdma::testing::MakeCluster(backend, nodes, 8 << 20);
-  if (e.cluster == nullptr) return e;
-  auto s = e.cluster->NewSession(0);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (s.ok()) e.session = std::move(*s);
-  return e;
+  return rdma::testing::MakeClusterWithSession(backend, nodes, 8 << 20);
 }
 
 class HashMapPathTest : public ::testing::TestWithParam<std::tuple<std::string, Path>> {};

@@ -39,18 +39,9 @@ QueueOptions Capacity(uint64_t c) {
   return o;
 }
 
-struct Env {
-  std::unique_ptr<rdma::Cluster> cluster;
-  std::unique_ptr<rdma::Session> session;  // node 0's
-};
+using Env = rdma::testing::ClusterWithSession;
 Env MakeEnv(const std::string& backend, int nodes) {
-  Env e;
-  e.cluster = rdma::testing::MakeCluster(backend, nodes, 8 << 20);
-  if (e.cluster == nullptr) return e;
-  auto s = e.cluster->NewSession(0);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (s.ok()) e.session = std::move(*s);
-  return e;
+  return rdma::testing::MakeClusterWithSession(backend, nodes, 8 << 20);
 }
 
 class QueuePathTest : public ::testing::TestWithParam<std::tuple<std::string, Path>> {};

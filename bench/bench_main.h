@@ -1,0 +1,92 @@
+#ifndef BENCH_BENCH_MAIN_H_
+#define BENCH_BENCH_MAIN_H_
+
+// The command line every benchmark binary here shares: --fabric=soft|verbs|
+// auto, the verbs device flags (--device/--port/--gid-index), the binary's
+// own flags, --help, and the Google Benchmark flags, in any order.
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "benchmark/benchmark.h"
+#include "rdma/fabric.h"
+#include "rdma/verbs/flags.h"
+
+namespace bench {
+
+struct MainSpec {
+  const char* name;        // the binary, for messages
+  const char* usage;       // printed by --help before the device flags' help
+  // The binary's own flags: returns true if `arg` was one of them (setting
+  // *error to say what is wrong with its value, if anything).
+  std::function<bool(absl::string_view arg, std::string* error)> own_flag = nullptr;
+  // Registers the benchmarks; `set_min_time` unless --benchmark_min_time was
+  // given.
+  std::function<void(bool set_min_time)> register_benchmarks;
+  // After the run (every benchmark thread is gone): tear down shared state.
+  std::function<void()> teardown = nullptr;
+};
+
+// Parses the command line into *fabric / *device_flags and the binary's own
+// flags, then runs the benchmarks. Returns the process exit code: 2 for bad
+// flags (with a message on stderr), else 0.
+inline int RunBenchmarkMain(int argc, char** argv, const MainSpec& spec, rdma::FabricKind* fabric,
+                            rdma::verbs::DeviceFlags* device_flags) {
+  if (absl::Status s = device_flags->Extract(&argc, argv); !s.ok()) {
+    fprintf(stderr, "%s: %s\n", spec.name, std::string(s.message()).c_str());
+    return 2;
+  }
+  std::vector<char*> rest;
+  bool user_min_time = false;
+  for (int i = 0; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    std::string error;
+    if (arg.substr(0, 9) == "--fabric=") {
+      auto k = rdma::ParseFabricKind(arg.substr(9));
+      if (!k.ok()) {
+        fprintf(stderr, "%s: %s\n", spec.name, std::string(k.status().message()).c_str());
+        return 2;
+      }
+      *fabric = *k;
+    } else if (spec.own_flag && spec.own_flag(arg, &error)) {
+      if (!error.empty()) {
+        fprintf(stderr, "%s: %s\n", spec.name, error.c_str());
+        return 2;
+      }
+    } else {
+      if (arg == "--help") {
+        fputs(spec.usage, stdout);
+        fputs(rdma::verbs::kDeviceFlagsHelp, stdout);
+      }
+      if (arg.substr(0, 20) == "--benchmark_min_time") user_min_time = true;
+      rest.push_back(argv[i]);
+    }
+  }
+  {
+    // Device flags turn --fabric=auto into verbs and are refused with soft.
+    rdma::FabricOptions fo;
+    fo.kind = *fabric;
+    if (absl::Status s = device_flags->Apply(&fo); !s.ok()) {
+      fprintf(stderr, "%s: %s\n", spec.name, std::string(s.message()).c_str());
+      return 2;
+    }
+    *fabric = fo.kind;
+  }
+  int n = static_cast<int>(rest.size());
+  spec.register_benchmarks(!user_min_time);
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (spec.teardown) spec.teardown();
+  return 0;
+}
+
+}  // namespace bench
+
+#endif  // BENCH_BENCH_MAIN_H_
