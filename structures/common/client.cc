@@ -3,7 +3,8 @@
 namespace structures {
 
 absl::StatusOr<StructureClient> StructureClient::Create(const PartDirectory& parts, rdma::Node& node,
-                                                        rdma::Session* session, int max_held) {
+                                                        rdma::Session* session,
+                                                        const locks::ClientOptions& lock_options) {
   const std::string what(parts.what());
   if (node.id() >= parts.num_nodes()) {
     return absl::InvalidArgumentError(absl::StrCat(what, "::NewClient: node ", node.id(),
@@ -21,9 +22,7 @@ absl::StatusOr<StructureClient> StructureClient::Create(const PartDirectory& par
   if (!bases.ok()) return bases.status();
   std::vector<rdma::Node*> nodes(static_cast<size_t>(parts.num_nodes()));
   for (int n = 0; n < parts.num_nodes(); ++n) nodes[n] = parts.local_node(static_cast<rdma::NodeId>(n));
-  locks::ClientOptions lo;
-  lo.max_held = max_held;
-  absl::StatusOr<std::unique_ptr<locks::ALockClient>> lock = locks::ALockClient::Create(node, session, lo);
+  absl::StatusOr<std::unique_ptr<locks::ALockClient>> lock = locks::ALockClient::Create(node, session, lock_options);
   if (!lock.ok()) return lock.status();
   return StructureClient(what, std::move(*bases), std::move(nodes), node, session, std::move(*lock));
 }

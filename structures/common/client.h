@@ -55,11 +55,19 @@ class StructureClient {
   // A client on `node` (hosted by this process) using `session` (that
   // thread's own Session on `node`; null for a client that only takes the
   // native path) for the structure whose parts `parts` describes. Allocates
-  // an ALock client with `max_held` descriptors in `node`'s arena. Errors:
+  // an ALock client with `lock_options.max_held` descriptors in `node`'s
+  // arena; its waits are bounded by `lock_options.timeout`. Errors:
   // InvalidArgument (node out of range, a session of another node or
   // cluster), FailedPrecondition (node shut down, a part unreachable).
   static absl::StatusOr<StructureClient> Create(const PartDirectory& parts, rdma::Node& node,
-                                                rdma::Session* session, int max_held = 1);
+                                                rdma::Session* session,
+                                                const locks::ClientOptions& lock_options = OneLock());
+  // Lock options for a client that holds one lock at a time.
+  static locks::ClientOptions OneLock() {
+    locks::ClientOptions o;
+    o.max_held = 1;
+    return o;
+  }
 
   StructureClient(StructureClient&&) = default;
   StructureClient& operator=(StructureClient&&) = delete;

@@ -161,7 +161,7 @@ class HashMap {
   // paths. The client allocates one ALock descriptor line in `node`'s arena.
   // `node` must outlive it; the map must outlive its use.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, /*max_held=*/1);
+    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session);
     if (!common.ok()) return common.status();
     return std::make_unique<Client>(std::move(*common), groups_per_node_);
   }

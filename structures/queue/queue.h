@@ -60,6 +60,7 @@
 // by locks::ClientOptions::timeout, NIC waits by the session's completion
 // timeout.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -87,6 +88,10 @@ using queue_internal::QueueValue;
 struct QueueOptions {
   uint64_t capacity = 1024;  // values per node's ring, 1..2^32
   locks::Budgets budgets;    // ALock budgets of the head and tail locks
+  // Longest a client waits for a head or tail lock (or, holding one, for
+  // its successor to link in) before the operation fails with
+  // DeadlineExceeded: what bounds the wait for a holder that died.
+  std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
 };
 
 template <typename V, typename Policy = QueuePolicy>
@@ -108,6 +113,9 @@ class Queue {
     if (options.capacity < 1 || options.capacity > queue_internal::kMaxCapacity) {
       return absl::InvalidArgumentError(
           absl::StrCat("Queue: capacity ", options.capacity, " out of range 1..", queue_internal::kMaxCapacity));
+    }
+    if (options.lock_timeout <= std::chrono::nanoseconds::zero()) {
+      return absl::InvalidArgumentError("Queue: lock_timeout must be positive");
     }
     if (options.budgets.local < 1 || options.budgets.local > locks::kMaxBudget || options.budgets.remote < 1 ||
         options.budgets.remote > locks::kMaxBudget) {
@@ -131,7 +139,7 @@ class Queue {
                                 return locks::InitLock(part + locks::kLockBytes, node.id(), init);
                               });
     if (!parts.ok()) return parts.status();
-    return Queue(std::move(*parts), options.capacity);
+    return Queue(std::move(*parts), options);
   }
   // Every node of an in-process cluster.
   static absl::StatusOr<Queue> Create(rdma::Cluster& cluster, const QueueOptions& options) {
@@ -145,7 +153,9 @@ class Queue {
   // `session`, that thread's own Session there (null: native paths only).
   // Allocates one ALock descriptor line in `node`'s arena.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, /*max_held=*/1);
+    locks::ClientOptions lock_options = StructureClient::OneLock();
+    lock_options.timeout = lock_timeout_;
+    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, lock_options);
     if (!common.ok()) return common.status();
     return std::make_unique<Client>(std::move(*common), capacity_);
   }
@@ -156,10 +166,12 @@ class Queue {
   uint64_t part_bytes() const { return L{capacity_}.part_bytes(); }
 
  private:
-  Queue(PartDirectory parts, uint64_t capacity) : parts_(std::move(parts)), capacity_(capacity) {}
+  Queue(PartDirectory parts, const QueueOptions& options)
+      : parts_(std::move(parts)), capacity_(options.capacity), lock_timeout_(options.lock_timeout) {}
 
   PartDirectory parts_;
   uint64_t capacity_ = 0;
+  std::chrono::nanoseconds lock_timeout_;
 };
 
 }  // namespace structures

@@ -47,6 +47,9 @@ QueueStressConfig Racy(uint64_t seed) {
                {0, Path::kLoopback, QueueWorker::kBoth}};
   c.ops_per_worker = 300;
   c.duration = std::chrono::milliseconds(3000);
+  // A mutant can leave a lock unusable (a successor that never links in):
+  // fail fast instead of waiting the default 30 s.
+  c.lock_timeout = std::chrono::seconds(2);
   return c;
 }
 

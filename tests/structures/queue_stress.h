@@ -68,6 +68,9 @@ struct QueueStressConfig {
   // PauseNextAtomic), for `atomic_stall`: the window in which a CPU atomic on
   // the same word is not atomic with the NIC's, as on real hardware.
   std::chrono::microseconds atomic_stall{0};
+  // QueueOptions::lock_timeout (a broken queue can leave a lock unusable;
+  // mutant runs shorten the wait for it).
+  std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
 };
 
 struct QueueStressResult {
@@ -101,6 +104,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
   }
   QueueOptions qo;
   qo.capacity = cfg.capacity;
+  qo.lock_timeout = cfg.lock_timeout;
   auto q = Q::Create(*cluster, qo);
   if (!q.ok()) {
     result.first_error = q.status().ToString();

@@ -163,6 +163,9 @@ TEST_P(QueueTest, BadInput) {
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, Capacity(0)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, Capacity(uint64_t{1} << 33)).status().code(),
             absl::StatusCode::kInvalidArgument);
+  QueueOptions no_timeout;
+  no_timeout.lock_timeout = std::chrono::seconds(0);
+  EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, no_timeout).status().code(), absl::StatusCode::kInvalidArgument);
   QueueOptions bad_budget;
   bad_budget.budgets.remote = 0;
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, bad_budget).status().code(), absl::StatusCode::kInvalidArgument);
