@@ -6,8 +6,8 @@
 //
 // One node's part is one bounded ring (its home queue):
 //
-//   offset 0          Header   tail_lock (ALock: producers), head_lock (ALock:
-//                              consumers), tail, head
+//   offset 0          Header   tail_lock (ALock: producers), tail, head_lock
+//                              (ALock: consumers), head
 //   kSeqOffset        seq[capacity]      one PlainWord per slot
 //   payload_offset    payload[capacity]  kValueWords words per slot
 //
@@ -75,17 +75,20 @@ inline constexpr uint64_t kMaxCapacity = uint64_t{1} << 32;
 template <typename V>
 concept QueueValue = std::is_trivially_copyable_v<V> && sizeof(V) <= kMaxValueBytes;
 
+// The producers' two lines, then the consumers' two: each side's lock and
+// counter share a 128-byte pair, which CPUs prefetch together, and the two
+// sides share none.
 struct alignas(64) Header {
   locks::ALockWord tail_lock;  // producers
-  locks::ALockWord head_lock;  // consumers
   rdma::PlainWord tail;        // next position to enqueue
   uint64_t pad_t_[7];
+  locks::ALockWord head_lock;  // consumers
   rdma::PlainWord head;        // next position to dequeue
   uint64_t pad_h_[7];
 };
 static_assert(std::is_standard_layout_v<Header> && sizeof(Header) == 256);
-static_assert(offsetof(Header, tail_lock) == 0 && offsetof(Header, head_lock) == 64 &&
-              offsetof(Header, tail) == 128 && offsetof(Header, head) == 192);
+static_assert(offsetof(Header, tail_lock) == 0 && offsetof(Header, tail) == 64 &&
+              offsetof(Header, head_lock) == 128 && offsetof(Header, head) == 192);
 
 inline constexpr uint64_t kSeqOffset = sizeof(Header);
 

@@ -135,8 +135,13 @@ class Queue {
                                   return absl::OkStatus();
                                 }
                                 const locks::LockInit init{locks::LockKind::kALock, options.budgets};
-                                if (absl::Status s = locks::InitLock(part, node.id(), init); !s.ok()) return s;
-                                return locks::InitLock(part + locks::kLockBytes, node.id(), init);
+                                if (absl::Status s = locks::InitLock(part + offsetof(queue_internal::Header, tail_lock),
+                                                                     node.id(), init);
+                                    !s.ok()) {
+                                  return s;
+                                }
+                                return locks::InitLock(part + offsetof(queue_internal::Header, head_lock), node.id(),
+                                                       init);
                               });
     if (!parts.ok()) return parts.status();
     return Queue(std::move(*parts), options);
