@@ -102,10 +102,10 @@ class StructureClient {
   // on the same core can finish); then once more under `lock` (taken over
   // `r`'s path), which a correct structure always validates, since writers
   // hold the lock. A read still invalid under the lock is DataLoss
-  // (`what_broke` says what): only a writer that bypassed the lock causes it.
-  template <typename ReadOnce>
-  absl::Status ReadValidated(const Route& r, rdma::RemotePtr lock, ReadOnce&& read_once,
-                             absl::string_view what_broke) {
+  // (`what_broke()` says what, called only then): only a writer that
+  // bypassed the lock causes it.
+  template <typename ReadOnce, typename WhatBroke>
+  absl::Status ReadValidated(const Route& r, rdma::RemotePtr lock, ReadOnce&& read_once, WhatBroke&& what_broke) {
     bool valid = false;
     for (int attempt = 0; attempt < kOptimisticReads; ++attempt) {
       if (absl::Status s = read_once(&valid); !s.ok()) return s;
@@ -116,7 +116,7 @@ class StructureClient {
     ++stats_.locked_reads;
     absl::Status s = WithLock(r, lock, [&] { return read_once(&valid); });
     if (!s.ok()) return s;
-    if (!valid) return Corrupt(what_broke);
+    if (!valid) return Corrupt(what_broke());
     return absl::OkStatus();
   }
 

@@ -159,7 +159,7 @@ class HashMapClient {
               count = hash_map_internal::CountOccupied<V>(snap_.data());
               *valid = count >= 0;
               return absl::OkStatus();
-            }, Broken(op));
+            }, [&] { return Broken(op); });
           }));
         }
         total += static_cast<size_t>(count);
@@ -231,7 +231,7 @@ class HashMapClient {
         RETURN_IF_ERROR(group.Find(key, op.start, Policy::kVerifyReads, words, &l));
         *valid = l.kind != hash_map_internal::Lookup::kTorn;
         return absl::OkStatus();
-      }, Broken(op));
+      }, [&] { return Broken(op); });
     }));
     *found = l.kind == hash_map_internal::Lookup::kFound;
     return absl::OkStatus();
