@@ -22,12 +22,21 @@ std::vector<std::string> SoftIfUnderTest() {
 }
 
 std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes) {
+  return MakeCluster(backend, nodes, arena_bytes, SoftTweaks{});
+}
+
+std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes,
+                                     const SoftTweaks& soft) {
   ClusterOptions o;
   o.num_nodes = nodes;
   o.node.arena_bytes = arena_bytes;
   auto kind = ParseFabricKind(backend);
   EXPECT_TRUE(kind.ok()) << kind.status();
   o.fabric.kind = kind.value_or(FabricKind::kSoft);
+  if (o.fabric.kind == FabricKind::kSoft) {
+    o.fabric.soft_latency = soft.latency;
+    o.fabric.soft_byte_granular_copies = soft.byte_granular_copies;
+  }
   auto c = Cluster::Create(o);
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;

@@ -1,6 +1,8 @@
 #ifndef TESTING_BACKENDS_H_
 #define TESTING_BACKENDS_H_
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,15 @@ std::vector<std::string> SoftIfUnderTest();
 
 // A cluster of `nodes` nodes on the named backend, with small arenas.
 std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes = 4 << 20);
+
+// Soft-NIC options a stress test turns on; ignored on other backends.
+struct SoftTweaks {
+  std::chrono::nanoseconds latency{0};  // added to every NIC operation
+  bool byte_granular_copies = false;    // copy payloads a byte at a time, as rxe does
+};
+// MakeCluster, with `soft` applied when the backend is soft.
+std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size_t arena_bytes,
+                                     const SoftTweaks& soft);
 
 // A cluster and a Session of node 0 for the test's main thread.
 struct ClusterWithSession {

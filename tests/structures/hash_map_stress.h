@@ -99,26 +99,13 @@ struct StressResult {
   uint64_t locked_reads = 0;
 };
 
-inline std::unique_ptr<rdma::Cluster> MakeStressCluster(const StressConfig& c) {
-  if (c.backend != "soft" || (c.soft_latency.count() == 0 && !c.byte_granular_copies)) {
-    return rdma::testing::MakeCluster(c.backend, c.nodes, 16 << 20);
-  }
-  rdma::ClusterOptions o;
-  o.num_nodes = c.nodes;
-  o.node.arena_bytes = 16 << 20;
-  o.fabric.kind = rdma::FabricKind::kSoft;
-  o.fabric.soft_latency = c.soft_latency;
-  o.fabric.soft_byte_granular_copies = c.byte_granular_copies;
-  auto cl = rdma::Cluster::Create(o);
-  return cl.ok() ? std::move(*cl) : nullptr;
-}
-
 template <typename Policy>
 StressResult RunStress(const StressConfig& cfg) {
   using Map = HashMap<StressValue, Policy>;
   using SlotL = hash_map_internal::SlotLayout<StressValue>;
   StressResult result;
-  std::unique_ptr<rdma::Cluster> cluster = MakeStressCluster(cfg);
+  std::unique_ptr<rdma::Cluster> cluster =
+      rdma::testing::MakeCluster(cfg.backend, cfg.nodes, 16 << 20, {cfg.soft_latency, cfg.byte_granular_copies});
   if (cluster == nullptr) {
     result.first_error = "cannot create the cluster";
     ++result.errors;

@@ -85,18 +85,8 @@ template <typename Policy>
 QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
   using Q = Queue<QueueStressValue, Policy>;
   QueueStressResult result;
-  std::unique_ptr<rdma::Cluster> cluster;
-  if (cfg.backend == "soft" && cfg.byte_granular_copies) {
-    rdma::ClusterOptions o;
-    o.num_nodes = cfg.nodes;
-    o.node.arena_bytes = 16 << 20;
-    o.fabric.kind = rdma::FabricKind::kSoft;
-    o.fabric.soft_byte_granular_copies = true;
-    auto cl = rdma::Cluster::Create(o);
-    if (cl.ok()) cluster = std::move(*cl);
-  } else {
-    cluster = rdma::testing::MakeCluster(cfg.backend, cfg.nodes, 16 << 20);
-  }
+  std::unique_ptr<rdma::Cluster> cluster =
+      rdma::testing::MakeCluster(cfg.backend, cfg.nodes, 16 << 20, {.byte_granular_copies = cfg.byte_granular_copies});
   if (cluster == nullptr) {
     result.first_error = "cannot create the cluster";
     ++result.errors;
