@@ -93,6 +93,24 @@ absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::
   return bases;
 }
 
+absl::Status CheckALockParts(absl::string_view what, absl::Span<rdma::Node* const> local_nodes,
+                             const locks::Budgets& budgets) {
+  if (budgets.local < 1 || budgets.local > locks::kMaxBudget || budgets.remote < 1 ||
+      budgets.remote > locks::kMaxBudget) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ALock budgets must be in 1..", locks::kMaxBudget));
+  }
+  for (rdma::Node* node : local_nodes) {
+    if (node == nullptr) continue;
+    if (absl::Status s = locks::RequireNicAtomics(*node, locks::LockKind::kALock, what); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+bool DefaultBudgets(const locks::Budgets& budgets) {
+  const locks::Budgets defaults;
+  return budgets.local == defaults.local && budgets.remote == defaults.remote;
+}
+
 std::vector<rdma::Node*> AllNodes(rdma::Cluster& cluster) {
   std::vector<rdma::Node*> nodes;
   for (int n = 0; n < cluster.num_nodes(); ++n) nodes.push_back(&cluster.node(static_cast<rdma::NodeId>(n)));

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "locks/lock.h"
 #include "rdma/cluster.h"
 #include "rdma/node.h"
 #include "rdma/remote_ptr.h"
@@ -87,6 +88,17 @@ class PartDirectory {
   std::vector<rdma::RemotePtr> bases_;  // per node; null = not created by this process
   std::vector<rdma::Node*> nodes_;      // per node when in this process, else null
 };
+
+// What every structure whose parts hold ALocks checks at creation:
+// `budgets` in 1..locks::kMaxBudget (InvalidArgument, naming `what`), and
+// every one of `local_nodes` has RDMA atomics (FailedPrecondition), since
+// remote clients take the locks with NIC atomics: refused now, not on the
+// first remote operation. Null nodes are skipped (PartDirectory reports them).
+absl::Status CheckALockParts(absl::string_view what, absl::Span<rdma::Node* const> local_nodes,
+                             const locks::Budgets& budgets);
+// True when `budgets` are ALock's defaults, which a zero-filled lock line
+// already has; other budgets need locks::InitLock on every line.
+bool DefaultBudgets(const locks::Budgets& budgets);
 
 // Every node of an in-process cluster, for a structure's Create(cluster, ...).
 std::vector<rdma::Node*> AllNodes(rdma::Cluster& cluster);

@@ -135,12 +135,8 @@ class HashMap {
                                         const HashMapOptions& options) {
     const int num_nodes = peers.num_nodes();
     if (absl::Status s = Validate(options); !s.ok()) return s;
-    for (rdma::Node* node : local_nodes) {
-      // Every group is guarded by an ALock taken with NIC atomics by remote
-      // clients: refuse a device without them now, not on the first remote op.
-      if (node == nullptr) continue;  // PartDirectory reports it
-      if (absl::Status s = locks::RequireNicAtomics(*node, locks::LockKind::kALock, "HashMap"); !s.ok()) return s;
-    }
+    // Every group is guarded by an ALock.
+    if (absl::Status s = CheckALockParts("HashMap", local_nodes, options.budgets); !s.ok()) return s;
     absl::StatusOr<PartDirectory> parts = PartDirectory::Create(
         "HashMap", num_nodes, local_nodes, options.groups_per_node * kGroupBytes,
         [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); });
@@ -184,18 +180,13 @@ class HashMap {
       return absl::InvalidArgumentError(
           absl::StrCat("HashMap: groups_per_node ", o.groups_per_node, " out of range 1..", (size_t{1} << 40) / kGroupBytes));
     }
-    if (o.budgets.local < 1 || o.budgets.local > locks::kMaxBudget || o.budgets.remote < 1 ||
-        o.budgets.remote > locks::kMaxBudget) {
-      return absl::InvalidArgumentError(absl::StrCat("HashMap: ALock budgets must be in 1..", locks::kMaxBudget));
-    }
     return absl::OkStatus();
   }
 
   // A new part is zero-filled, which is already an empty map with default
   // lock budgets; only other budgets need stores.
   static absl::Status InitPart(rdma::Node& node, rdma::RemotePtr part, const HashMapOptions& o) {
-    const locks::Budgets defaults;
-    if (o.budgets.local == defaults.local && o.budgets.remote == defaults.remote) return absl::OkStatus();
+    if (DefaultBudgets(o.budgets)) return absl::OkStatus();
     for (size_t g = 0; g < o.groups_per_node; ++g) {
       absl::Status s = locks::InitLock(part + g * kGroupBytes, node.id(), {locks::LockKind::kALock, o.budgets});
       if (!s.ok()) return s;

@@ -117,23 +117,12 @@ class Queue {
     if (options.lock_timeout <= std::chrono::nanoseconds::zero()) {
       return absl::InvalidArgumentError("Queue: lock_timeout must be positive");
     }
-    if (options.budgets.local < 1 || options.budgets.local > locks::kMaxBudget || options.budgets.remote < 1 ||
-        options.budgets.remote > locks::kMaxBudget) {
-      return absl::InvalidArgumentError(absl::StrCat("Queue: ALock budgets must be in 1..", locks::kMaxBudget));
-    }
-    for (rdma::Node* node : local_nodes) {
-      if (node == nullptr) continue;  // PartDirectory reports it
-      if (absl::Status s = locks::RequireNicAtomics(*node, locks::LockKind::kALock, "Queue"); !s.ok()) return s;
-    }
+    if (absl::Status s = CheckALockParts("Queue", local_nodes, options.budgets); !s.ok()) return s;
     const L layout{options.capacity};
     absl::StatusOr<PartDirectory> parts =
         PartDirectory::Create("Queue", peers.num_nodes(), local_nodes, layout.part_bytes(),
                               [&options](rdma::Node& node, rdma::RemotePtr part) -> absl::Status {
-                                const locks::Budgets defaults;
-                                if (options.budgets.local == defaults.local &&
-                                    options.budgets.remote == defaults.remote) {
-                                  return absl::OkStatus();
-                                }
+                                if (DefaultBudgets(options.budgets)) return absl::OkStatus();
                                 const locks::LockInit init{locks::LockKind::kALock, options.budgets};
                                 if (absl::Status s = locks::InitLock(part + offsetof(queue_internal::Header, tail_lock),
                                                                      node.id(), init);
