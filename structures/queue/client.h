@@ -144,7 +144,7 @@ class QueueClient {
       return c_.WithLock(r, lock, [&] { return step(ring); });
     }
     queue_internal::RemoteRing<V> ring(*c_.session(), r.base, l_, producer);
-    uint64_t& guess = guess_[2 * r.home + (producer ? 0 : 1)];
+    const uint64_t& guess = Guess(producer);
     const size_t n = static_cast<size_t>(std::min<uint64_t>(k, l_.capacity - l_.Slot(guess)));
     prime_seqs_.resize(n);
     rdma::ChainedRead also[3];
@@ -190,7 +190,7 @@ class QueueClient {
   absl::Status Settle(Ring& ring, uint64_t position, uint64_t* seq, uint64_t* payload, Classify&& classify,
                       SlotState* state) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    if constexpr (requires { ring.Unprime(); }) ring.Unprime();
+    ring.Unprime();
     for (int tries = 0; *state == SlotState::kTorn; ++tries) {
       if (std::chrono::steady_clock::now() > deadline) {
         return c_.Corrupt(absl::StrCat("the queue on node ", current_home_, ": slot ", l_.Slot(position),
@@ -222,7 +222,7 @@ class QueueClient {
       }
       if (st == SlotState::kFull) break;
     }
-    guess_for(ring, true) = t + n;
+    Guess(/*producer=*/true) = t + n;
     if (n == 0) return size_t{0};
     words_.resize(kW * n);
     for (size_t j = 0; j < n; ++j) {
@@ -265,7 +265,7 @@ class QueueClient {
       }
       if (st == SlotState::kFree && (Policy::kCheckEmpty || n > 0)) break;  // empty from here
     }
-    guess_for(ring, false) = h + n;
+    Guess(/*producer=*/false) = h + n;
     if (n == 0) return absl::OkStatus();
     for (size_t j = 0; j < n; ++j) {
       sink(L::Decode(&words_[kW * j]));
@@ -276,11 +276,9 @@ class QueueClient {
     return ring.Flush();
   }
 
-  // The position guess of the ring an accessor works on (natively unused).
-  template <typename Ring>
-  uint64_t& guess_for(Ring&, bool producer) {
-    return guess_[2 * current_home_ + (producer ? 0 : 1)];
-  }
+  // This client's guess of the next tail (producer) or head position of the
+  // ring it is working on (used by the NIC path's chained READs).
+  uint64_t& Guess(bool producer) { return guess_[2 * current_home_ + (producer ? 0 : 1)]; }
 
   StructureClient c_;
   const L l_;

@@ -58,6 +58,8 @@ class NativeRing {
   }
   void StoreCounter(uint64_t v) { Counter().Store(v, std::memory_order_release); }
   absl::Status Flush() { return absl::OkStatus(); }
+  // Nothing is ever primed natively (the interface's RemoteRing::Unprime).
+  void Unprime() {}
 
  private:
   Header& header() const { return *reinterpret_cast<Header*>(part_); }
