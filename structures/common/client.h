@@ -156,7 +156,6 @@ class StructureClient {
   locks::ALockClient& lock() { return *lock_; }
   int num_nodes() const { return static_cast<int>(bases_.size()); }
   const ReadStats& stats() const { return stats_; }
-  ReadStats& mutable_stats() { return stats_; }
 
  private:
   StructureClient(std::string what, std::vector<rdma::RemotePtr> bases, std::vector<rdma::Node*> nodes,

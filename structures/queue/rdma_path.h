@@ -59,7 +59,7 @@ class RemoteRing {
       *v = counter_;
       return absl::OkStatus();
     }
-    return ReadWords(CounterPtr(), 1, v);
+    return s_.Read(CounterPtr(), v, 8);
   }
   absl::Status LoadSeqs(uint64_t first, size_t n, uint64_t* out) {
     if (Primed(first, n, seqs_)) {
@@ -107,7 +107,6 @@ class RemoteRing {
   bool Primed(uint64_t first, size_t n, const uint64_t* values) const {
     return primed_ && values != nullptr && first >= first_ && first + n <= first_ + n_;
   }
-  absl::Status ReadWords(rdma::RemotePtr src, size_t words, uint64_t* out) { return s_.Read(src, out, 8 * words); }
   // Positions [first, first + n) in at most two READs (the ring may wrap),
   // chained in one doorbell.
   absl::Status ReadRange(uint64_t first, size_t n, uint64_t* out, bool payload) {
