@@ -46,6 +46,7 @@
 
 #include "absl/base/attributes.h"
 #include "locks/alock.h"
+#include "structures/common/checksum.h"
 #include "locks/lock.h"
 #include "rdma/rmw_word.h"
 #include "rdma/remote_ptr.h"
@@ -55,35 +56,10 @@ namespace structures::hash_map_internal {
 inline constexpr size_t kSlotsPerGroup = 8;
 inline constexpr size_t kMaxValueBytes = 56;
 
-// A fixed 64-bit bijective mixer (the "splitmix64" finalizer). Fixed, unlike
-// absl::Hash, so every process maps keys to the same place.
-constexpr uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
-// Strong-enough 64-bit hash of `n` words, position dependent (word i is
-// offset by its own constant before mixing), so a READ that mixes words of
-// different writes matches the stored checksum only by a ~2^-64 accident: the
-// mix differs from the write's tuple in some positions, and the sum of the
-// differences of a strong bijective mixer's outputs is zero only by accident.
-// The words are mixed independently and summed, so the n mixes run in
-// parallel (a reader's get pays about two mixes of latency, not n).
-constexpr uint64_t HashWords(const uint64_t* w, size_t n) {
-  uint64_t h = 0x6a09e667f3bcc909ULL;  // arbitrary nonzero seed
-  for (size_t i = 0; i < n; ++i) h += Mix64(w[i] + (i + 1) * 0x9e3779b97f4a7c15ULL);
-  return Mix64(h ^ n);
-}
-
-template <size_t kPayloadWords>
-constexpr uint64_t ZeroHash() {
-  std::array<uint64_t, kPayloadWords> z{};
-  return HashWords(z.data(), kPayloadWords);
-}
+// Mix64, HashWords and ZeroHash: structures/common/checksum.h.
+using ::structures::HashWords;
+using ::structures::Mix64;
+using ::structures::ZeroHash;
 
 // What a HashMap value may be: trivially copyable, at most 56 bytes (so a
 // slot of state + key + value + checksum fits in 80 bytes).

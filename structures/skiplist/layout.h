@@ -1,0 +1,257 @@
+#ifndef STRUCTURES_SKIPLIST_LAYOUT_H_
+#define STRUCTURES_SKIPLIST_LAYOUT_H_
+
+// The ordered map's memory layout in registered memory, its node checksum and
+// the pure functions over a node's image. No I/O.
+//
+// One node's part is a pool of fixed-size wide nodes behind a header:
+//
+//   offset 0           PartHeader  alloc_lock (ALock), next_free
+//   kNodesOffset       Node 0      the part's head (owns the part's first keys)
+//   + i * kNodeBytes   Node i      handed out by the allocator, never freed
+//
+// A node is a B-link leaf with a skiplist tower: up to kFanout entries (key,
+// value) in no particular order (an occupancy bitmap says which are live), a
+// fence [low, high) of the keys it owns, and next[0..height) links. Level 0
+// links every live node of the part in key order, and node X's next[0] owns
+// keys from X's high on; levels above are shortcuts (hints) for the descent.
+//
+// Every word's RMW domain (docs/design.md §3), fixed by its declared type:
+//
+//   word                      type       RMW'd by          others
+//   ------------------------  ---------  ----------------  -------------------------
+//   alloc_lock / lock .r_tail NicWord    NIC CAS (NIC      CPU-load it
+//                                        lockers)
+//   alloc_lock / lock .l_tail CpuWord    CPU (native       RDMA READ it
+//                                        lockers)
+//   ... .victim, .budgets     PlainWord  nobody            store/load, both sides
+//   next_free                 PlainWord  nobody            the alloc_lock holder
+//                                                          stores; holders load
+//   node version .. checksum  PlainWord  nobody            the node-lock holder
+//                                                          stores (CPU stores or
+//                                                          RDMA WRITEs); anyone
+//                                                          loads (CPU or READ)
+//
+// Invariants (the argument is in structures/README.md, "Ordered map"):
+//  1. A node's words change only under its lock; `version` is odd while a
+//     writer changes them and grows by 2 per write; `checksum` covers every
+//     word from `version` on, with the version's new (even) value.
+//  2. A node's `low` never changes once the node is live; nodes are never
+//     freed, so every link ever read names a node that still exists and whose
+//     low is what it was. Erased entries are reclaimed in place (their slot
+//     is reused by later inserts into the node).
+//  3. At any instant the live nodes' [low, high) at level 0 partition the
+//     part's key range, and a key's entry (if any) is in the node owning it.
+//     A split writes the new right node (entries, fence, links, kLive) before
+//     the left node's single write lowers its high and links it, so both
+//     statements hold before and after that write.
+//  4. next[i] of a node is 0 or a live node with a larger low (every level is
+//     sorted), which is all a descent needs of the levels above 0.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "locks/alock.h"
+#include "locks/lock.h"
+#include "rdma/rmw_word.h"
+#include "structures/common/checksum.h"
+
+namespace structures::skiplist_internal {
+
+inline constexpr size_t kFanout = 16;      // entries per node
+inline constexpr size_t kMaxHeight = 12;   // tower levels (the head has them all)
+inline constexpr size_t kMaxValueBytes = 56;
+inline constexpr uint64_t kFullBitmap = (uint64_t{1} << kFanout) - 1;
+
+template <typename V>
+concept SkipListValue = std::is_trivially_copyable_v<V> && sizeof(V) <= kMaxValueBytes;
+
+struct alignas(64) PartHeader {
+  locks::ALockWord alloc_lock;  // guards next_free
+  rdma::PlainWord next_free;    // nodes handed out after the head: the next is next_free + 1
+  uint64_t pad_[7];
+};
+static_assert(std::is_standard_layout_v<PartHeader> && sizeof(PartHeader) == 128);
+static_assert(offsetof(PartHeader, alloc_lock) == 0 && offsetof(PartHeader, next_free) == 64);
+
+inline constexpr uint64_t kNodesOffset = sizeof(PartHeader);
+
+// meta word: bits 0..15 occupancy, 16..23 height, bit 32 high is a bound
+// (else the node owns every key from low to the end of the part), bit 33 live
+// (the head, node 0, is live without it).
+inline constexpr uint64_t kBounded = uint64_t{1} << 32;
+inline constexpr uint64_t kLive = uint64_t{1} << 33;
+
+template <size_t kValueWords>
+struct Entry {
+  uint64_t key;
+  uint64_t value[kValueWords];
+};
+
+// A node's words after its lock line, as a reader's private copy (the
+// "image"). The registered-memory Node below has the same words as PlainWords.
+template <typename V>
+struct NodeImage {
+  static constexpr size_t kValueWords = sizeof(V) == 0 ? 1 : (sizeof(V) + 7) / 8;
+  using E = Entry<kValueWords>;
+
+  uint64_t version;
+  uint64_t meta;
+  uint64_t low;
+  uint64_t high;
+  uint64_t next[kMaxHeight];
+  E entries[kFanout];
+  uint64_t checksum;
+
+  static constexpr size_t kWords = 5 + kMaxHeight + kFanout * (1 + kValueWords);
+  static constexpr size_t kCheckedWords = kWords - 1;  // version .. last entry
+
+  const uint64_t* words() const { return &version; }
+  uint64_t* words() { return &version; }
+
+  uint32_t bitmap() const { return static_cast<uint32_t>(meta & kFullBitmap); }
+  size_t height() const { return static_cast<size_t>((meta >> 16) & 0xff); }
+  bool bounded() const { return (meta & kBounded) != 0; }
+  bool live() const { return (meta & kLive) != 0; }
+  bool Owns(uint64_t key, bool head) const { return (head || key >= low) && (!bounded() || key < high); }
+  bool Occupied(size_t i) const { return (bitmap() >> i) & 1; }
+
+  // The checksum of the words as they are now (0 for an all-zero image).
+  uint64_t Checksum() const { return HashWords(words(), kCheckedWords) ^ ZeroHash<kCheckedWords>(); }
+  bool Valid() const { return Checksum() == checksum; }
+
+  // Index of `key`'s entry, or -1.
+  int Find(uint64_t key) const {
+    for (size_t i = 0; i < kFanout; ++i) {
+      if (Occupied(i) && entries[i].key == key) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  int FreeEntry() const {
+    for (size_t i = 0; i < kFanout; ++i) {
+      if (!Occupied(i)) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  // The entry with the smallest key >= `key` (after `after` when set), or -1.
+  int LowerBound(uint64_t key) const {
+    int best = -1;
+    for (size_t i = 0; i < kFanout; ++i) {
+      if (Occupied(i) && entries[i].key >= key && (best < 0 || entries[i].key < entries[best].key)) {
+        best = static_cast<int>(i);
+      }
+    }
+    return best;
+  }
+  void SetBitmap(uint32_t b) { meta = (meta & ~kFullBitmap) | b; }
+
+  static void EncodeValue(const V& v, uint64_t* out) {
+    std::memset(out, 0, 8 * kValueWords);
+    std::memcpy(out, &v, sizeof(V));
+  }
+  static V DecodeValue(const uint64_t* w) {
+    V v;
+    std::memcpy(&v, w, sizeof(V));
+    return v;
+  }
+};
+
+// One node in registered memory.
+template <typename V>
+struct alignas(64) Node {
+  static constexpr size_t kValueWords = NodeImage<V>::kValueWords;
+  struct NodeEntry {
+    rdma::PlainWord key;
+    rdma::PlainWord value[kValueWords];
+  };
+  locks::ALockWord lock;
+  rdma::PlainWord version;
+  rdma::PlainWord meta;
+  rdma::PlainWord low;
+  rdma::PlainWord high;
+  rdma::PlainWord next[kMaxHeight];
+  NodeEntry entries[kFanout];
+  rdma::PlainWord checksum;
+
+  rdma::PlainWord* words() { return &version; }
+  const rdma::PlainWord* words() const { return &version; }
+};
+
+// The node layout a part is built from, for a value type.
+template <typename V>
+struct NodeLayout {
+  using Image = NodeImage<V>;
+  static constexpr uint64_t kImageOffset = locks::kLockBytes;  // the image's words follow the lock line
+  static constexpr uint64_t kImageBytes = 8 * Image::kWords;
+  static constexpr uint64_t kNodeBytes = sizeof(Node<V>);
+
+  static uint64_t NodeOffset(uint64_t index) { return kNodesOffset + index * kNodeBytes; }
+  static uint64_t NodesIn(uint64_t part_bytes) {
+    return part_bytes < kNodesOffset ? 0 : (part_bytes - kNodesOffset) / kNodeBytes;
+  }
+};
+
+// The offsets the NIC path computes with are the struct's. Instantiated by
+// SkipList<V> (a class cannot assert on itself while incomplete).
+template <typename V>
+constexpr bool NodeLayoutOk() {
+  using N = Node<V>;
+  using I = NodeImage<V>;
+  static_assert(std::is_standard_layout_v<N> && std::is_standard_layout_v<I>);
+  static_assert(sizeof(rdma::PlainWord) == 8);
+  static_assert(offsetof(N, lock) == 0 && offsetof(N, version) == NodeLayout<V>::kImageOffset);
+  static_assert(offsetof(N, meta) - offsetof(N, version) == offsetof(I, meta));
+  static_assert(offsetof(N, low) - offsetof(N, version) == offsetof(I, low));
+  static_assert(offsetof(N, high) - offsetof(N, version) == offsetof(I, high));
+  static_assert(offsetof(N, next) - offsetof(N, version) == offsetof(I, next));
+  static_assert(offsetof(N, entries) - offsetof(N, version) == offsetof(I, entries));
+  static_assert(offsetof(N, checksum) - offsetof(N, version) == offsetof(I, checksum));
+  static_assert(sizeof(I) == 8 * I::kWords && offsetof(I, checksum) == 8 * (I::kWords - 1));
+  static_assert(sizeof(N) % 64 == 0);
+  return true;
+}
+
+// Image word indices.
+template <typename V>
+struct Words {
+  static constexpr size_t kVersion = 0;
+  static constexpr size_t kMeta = 1;
+  static constexpr size_t kLow = 2;
+  static constexpr size_t kHigh = 3;
+  static constexpr size_t kNext = 4;  // + level
+  static constexpr size_t kEntries = kNext + kMaxHeight;
+  static constexpr size_t kEntryWords = 1 + NodeImage<V>::kValueWords;
+  static constexpr size_t Entry(size_t i) { return kEntries + i * kEntryWords; }
+  static constexpr size_t kChecksum = NodeImage<V>::kWords - 1;
+};
+
+template <typename V>
+constexpr bool WordsOk() {
+  using I = NodeImage<V>;
+  using W = Words<V>;
+  static_assert(offsetof(I, meta) == 8 * W::kMeta && offsetof(I, low) == 8 * W::kLow &&
+                offsetof(I, high) == 8 * W::kHigh && offsetof(I, next) == 8 * W::kNext &&
+                offsetof(I, entries) == 8 * W::kEntries && offsetof(I, checksum) == 8 * W::kChecksum);
+  static_assert(sizeof(typename I::E) == 8 * W::kEntryWords);
+  return true;
+}
+
+// Word ranges [first, last) of an image that a writer changed (at most a few
+// per write: the meta/fence/link words, an entry).
+struct Ranges {
+  size_t first[3] = {0, 0, 0};
+  size_t last[3] = {0, 0, 0};
+  size_t n = 0;
+  Ranges& Add(size_t f, size_t l) {
+    first[n] = f;
+    last[n] = l;
+    ++n;
+    return *this;
+  }
+};
+
+}  // namespace structures::skiplist_internal
+
+#endif  // STRUCTURES_SKIPLIST_LAYOUT_H_

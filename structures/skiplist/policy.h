@@ -1,0 +1,25 @@
+#ifndef STRUCTURES_SKIPLIST_POLICY_H_
+#define STRUCTURES_SKIPLIST_POLICY_H_
+
+namespace structures {
+
+// The ordered map's correctness switches. Production code uses SkipListPolicy
+// (all true). Tests build deliberately broken variants ("mutants") from the
+// same source by flipping one switch and check that the tests catch each.
+struct SkipListPolicy {
+  // Readers accept a node copy only when it validates (native: an even,
+  // unchanged version; NIC: the checksum). false: any copy.
+  static constexpr bool kValidateReads = true;
+  // Native writers take the node's ALock. false: they write without it.
+  static constexpr bool kNativeWritersLock = true;
+  // Readers move right when a key is at or past a node's high fence (the node
+  // split since the link that led there was read). false: "absent".
+  static constexpr bool kMoveRight = true;
+  // NIC writers post their WRITEs before the unlocking CAS (same QP, so they
+  // land first). false: unlock first, then post the WRITEs.
+  static constexpr bool kWriteBeforeUnlock = true;
+};
+
+}  // namespace structures
+
+#endif  // STRUCTURES_SKIPLIST_POLICY_H_

@@ -1,0 +1,128 @@
+#ifndef STRUCTURES_SKIPLIST_RDMA_PATH_H_
+#define STRUCTURES_SKIPLIST_RDMA_PATH_H_
+
+// The ordered map's RDMA word accessor: the same interface as NativeNodes
+// (native_path.h) over the thread's Session, remote or over the loopback QP.
+// Only READ and WRITE touch node words (PlainWords); the locks' NIC atomics
+// are ALock's business.
+//
+// Ordering argument:
+//  * A reader READs a node's image (version .. checksum) in one READ and
+//    accepts it only when the checksum matches (the words of one READ land in
+//    no fixed order, on rxe even a word's bytes do): then it is one write's
+//    image, current at an instant inside the READ (the hash map's argument,
+//    structures/README.md, with the node image as the tuple).
+//  * A writer holds the node's lock. It stages WRITEs of version + 1, its
+//    words, the checksum and version + 2 and posts them in one chain (without
+//    waiting when all are small enough to go inline; else it waits), then
+//    unlocks with ALock's CAS on the node's lock line: the same QP, so the
+//    responder executes the WRITEs before the CAS, and the next holder
+//    (whose acquire follows that CAS) sees them. Native readers see the odd
+//    version land before any word (same-QP order) and the even one after.
+//  * A split stages the new node's whole image before the left node's write
+//    that links it: same QP, so no reader can follow the link to a node whose
+//    image has not landed.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "rdma/remote_ptr.h"
+#include "rdma/session.h"
+#include "structures/skiplist/layout.h"
+
+namespace structures::skiplist_internal {
+
+template <typename V>
+class RemoteNodes {
+ public:
+  using I = NodeImage<V>;
+  using L = NodeLayout<V>;
+
+  // `cache` holds two images (the descent's current node and the one it
+  // looks at), owned by the caller.
+  RemoteNodes(rdma::Session& s, rdma::RemotePtr part, I* cache) : s_(s), part_(part), cache_(cache) {}
+
+  // One word of node `idx`, from a validated image READ (cached: the descent
+  // reads each node it looks at once).
+  absl::Status Load(uint64_t idx, size_t word, uint64_t* out) {
+    for (int k = 0; k < 2; ++k) {
+      if (cached_[k] == idx + 1) {
+        *out = cache_[k].words()[word];
+        return absl::OkStatus();
+      }
+    }
+    const int k = victim_;
+    victim_ ^= 1;
+    cached_[k] = 0;
+    for (int tries = 0;; ++tries) {
+      bool valid = false;
+      if (absl::Status st = Snapshot(idx, &cache_[k], &valid); !st.ok()) return st;
+      if (valid) break;
+      if (tries > 1000) return absl::UnavailableError("SkipList: a node's image stayed torn for 1000 READs");
+    }
+    cached_[k] = idx + 1;
+    *out = cache_[k].words()[word];
+    return absl::OkStatus();
+  }
+  template <bool kValidate = true>
+  absl::Status Snapshot(uint64_t idx, I* out, bool* valid) {
+    if (absl::Status st = s_.Read(ImagePtr(idx), out, sizeof(I)); !st.ok()) return st;
+    *valid = !kValidate || out->Valid();
+    return absl::OkStatus();
+  }
+  // Under the lock (when the acquire's chain did not already read it).
+  absl::Status SnapshotLocked(uint64_t idx, I* out) { return s_.Read(ImagePtr(idx), out, sizeof(I)); }
+
+  void Store(uint64_t idx, const I& img, const Ranges& r) {
+    Stage(ImagePtr(idx), img.version - 1);
+    for (size_t k = 0; k < r.n; ++k) {
+      staged_.push_back({ImagePtr(idx) + 8 * r.first[k],
+                         std::vector<uint64_t>(img.words() + r.first[k], img.words() + r.last[k])});
+    }
+    Stage(ImagePtr(idx) + 8 * Words<V>::kChecksum, img.checksum);
+    Stage(ImagePtr(idx), img.version);
+    Forget();
+  }
+  void StoreFresh(uint64_t idx, const I& img) {
+    staged_.push_back({ImagePtr(idx), std::vector<uint64_t>(img.words(), img.words() + I::kWords)});
+    Forget();
+  }
+  absl::Status LoadNextFree(uint64_t* out) { return s_.Read(part_ + offsetof(PartHeader, next_free), out, 8); }
+  void StoreNextFree(uint64_t v) { Stage(part_ + offsetof(PartHeader, next_free), v); }
+
+  // Posts the staged WRITEs in order in one chain (see the top of this file).
+  absl::Status Flush() {
+    if (staged_.empty()) return absl::OkStatus();
+    bool all_inline = true;
+    for (const Write& w : staged_) all_inline = all_inline && s_.FitsInline(8 * w.words.size());
+    rdma::Batch b(s_, part_.node());
+    for (const Write& w : staged_) b.Write(w.dst, w.words.data(), 8 * w.words.size());
+    absl::Status st = all_inline ? b.PostWithoutWaiting() : b.Execute();
+    staged_.clear();
+    return st;
+  }
+  // Drops the descent's cached images (after this thread wrote).
+  void Forget() { cached_[0] = cached_[1] = 0; }
+
+ private:
+  struct Write {
+    rdma::RemotePtr dst;
+    std::vector<uint64_t> words;
+  };
+  rdma::RemotePtr ImagePtr(uint64_t idx) const { return part_ + (L::NodeOffset(idx) + L::kImageOffset); }
+  void Stage(rdma::RemotePtr dst, uint64_t v) { staged_.push_back({dst, std::vector<uint64_t>{v}}); }
+
+  rdma::Session& s_;
+  rdma::RemotePtr part_;
+  I* cache_;
+  uint64_t cached_[2] = {0, 0};  // node index + 1 of cache_[k]; 0 = empty
+  int victim_ = 0;
+  std::vector<Write> staged_;
+};
+
+}  // namespace structures::skiplist_internal
+
+#endif  // STRUCTURES_SKIPLIST_RDMA_PATH_H_
