@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/lincheck/checker.h"
 #include "tests/lincheck/test_util.h"
-#include "tests/structures/hash_map_model.h"
+#include "tests/structures/map_models.h"
 #include "tests/structures/hash_map_stress.h"
 
 namespace structures::testing {

@@ -3,7 +3,8 @@
 // caught by the same recorded stress + lincheck as the real map; and the real
 // map must pass that exact workload (the control), so the catch is due to the
 // mutation. Soft NIC only: its latency injection and copy hook widen the race
-// windows; every attempt is bounded, at most kAttempts attempts per mutant.
+// windows; every attempt is bounded, at most kMutantAttempts attempts per mutant
+// (map_mutant_util.h).
 // Also here (soft only, so not in the verbs guest list): the real map's
 // readers falling back to the lock when every optimistic read is torn.
 
@@ -12,57 +13,22 @@
 #include "gtest/gtest.h"
 #include "tests/lincheck/checker.h"
 #include "tests/lincheck/test_util.h"
-#include "tests/structures/hash_map_model.h"
+#include "tests/structures/map_models.h"
 #include "tests/structures/hash_map_mutants.h"
 #include "tests/structures/hash_map_stress.h"
+#include "tests/structures/map_mutant_util.h"
 
 namespace structures::testing {
 namespace {
 
-constexpr int kAttempts = 5;
+using Real = HashMap<StressValue, HashMapPolicy>;
+template <typename Policy>
+using Mutant = HashMap<StressValue, Policy>;
 
-lincheck::Verdict Check(const StressResult& r) {
-  lincheck::CheckOptions o;
-  o.timeout = absl::Seconds(20);
-  auto result = lincheck::Check(HashMapModel(), r.history, o);
-  EXPECT_TRUE(result.ok()) << result.status();
-  if (!result.ok()) return lincheck::Verdict::kUnknown;
-  if (result->verdict == lincheck::Verdict::kIllegal) {
-    std::printf("%s\n", result->report.substr(0, 3000).c_str());
-  }
-  return result->verdict;
-}
-
-// Runs `cfg` on Mutant up to kAttempts times (seed varies); true once the
-// checker says illegal or the map's own integrity check (DataLoss) fires.
-template <typename Mutant>
-bool Caught(StressConfig cfg, const char* name) {
-  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
-    cfg.seed = 100 + attempt;
-    StressResult r = RunStress<Mutant>(cfg);
-    const lincheck::Verdict v = Check(r);
-    std::printf("%s attempt %d: %llu ops, verdict %s, %llu errors (%llu DataLoss)%s%s\n", name, attempt,
-                static_cast<unsigned long long>(r.history.size()), lincheck::VerdictName(v).data(),
-                static_cast<unsigned long long>(r.errors), static_cast<unsigned long long>(r.data_loss),
-                r.first_error.empty() ? "" : ": ", r.first_error.c_str());
-    if (v == lincheck::Verdict::kIllegal || r.data_loss > 0) return true;
-  }
-  return false;
-}
-
-// The real map on the same workload: linearizable. Returns its result.
-StressResult ExpectControlPasses(StressConfig cfg) {
-  cfg.seed = 7;
-  StressResult r = RunStress<HashMapPolicy>(cfg);
-  std::printf("control: %llu ops, %llu torn reads retried, %llu reads under the lock\n",
-              static_cast<unsigned long long>(r.history.size()), static_cast<unsigned long long>(r.torn_reads),
-              static_cast<unsigned long long>(r.locked_reads));
-  EXPECT_EQ(r.errors, 0u) << r.first_error;
-  EXPECT_GT(r.history.size(), cfg.workers.size() * 10);
-  lincheck::CheckOptions o;
-  o.timeout = absl::Seconds(20);
-  EXPECT_TRUE(lincheck::IsLinearizable(HashMapModel(), r.history, o));
-  return r;
+StressResult ExpectControlPasses(const StressConfig& cfg) { return testing::ExpectControlPasses<Real>(cfg, HashMapModel()); }
+template <typename Policy>
+bool Caught(const StressConfig& cfg, const char* name) {
+  return testing::Caught<Mutant<Policy>>(cfg, name, HashMapModel());
 }
 
 // Two keys on node 0; native writers there, readers remote and loopback; the

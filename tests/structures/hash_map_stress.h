@@ -1,275 +1,49 @@
 #ifndef TESTS_STRUCTURES_HASH_MAP_STRESS_H_
 #define TESTS_STRUCTURES_HASH_MAP_STRESS_H_
 
-// A recorded concurrent workload on a HashMap<StressValue, Policy>: worker
-// threads on several nodes, each on a fixed path, run random operations on a
-// shared key set and record every call for lincheck (docs/design.md §7). Used by the
-// linearizability tests and by the mutant tests (same harness, a broken
-// Policy).
-//
-// Values are StressValue: four int64 words that a put always sets equal (to a
-// positive number unique per put). A get that sees words that differ (a torn
-// read) records the value kTornValue, which no put ever wrote, so the checker
-// rejects the history.
+// The hash map in the shared map stress harness (map_stress.h).
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <random>
-#include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "rdma/cluster.h"
-#include "rdma/soft/soft_nic.h"
 #include "structures/hash_map/hash_map.h"
-#include "tests/lincheck/history.h"
-#include "tests/lincheck/recorder.h"
-#include "testing/backends.h"
+#include "tests/structures/map_stress.h"
 
 namespace structures::testing {
 
-struct StressValue {
-  int64_t w[4];
-};
-inline constexpr int64_t kTornValue = -1;
-
-struct StressWorker {
-  enum Role { kMixed, kWriter, kReader };
-  rdma::NodeId node = 0;
-  Path path = Path::kAuto;
-  Role role = kMixed;  // kWriter: puts only; kReader: gets only; kMixed: the config's mix
-  // Sleep between operations, so fast (native) workers spread their
-  // operations over the slow (NIC) workers' run instead of finishing first.
-  std::chrono::microseconds think{0};
-};
-
-struct StressConfig {
-  std::string backend = "soft";
-  int nodes = 3;
-  std::vector<StressWorker> workers;
-  size_t groups_per_node = 4;
-  // Keys: `num_keys` keys spread over all nodes (each group gets at most
-  // `max_keys_per_group`, so no put hits a full group), of which the first
-  // `hot_keys` get `hot_percent` % of the operations. If `home` >= 0 only keys
-  // homed on that node are used.
-  int num_keys = 32;
-  int hot_keys = 2;
-  int hot_percent = 90;
-  int home = -1;
-  size_t max_keys_per_group = 6;
-  // Operation mix, in percent (the rest are gets).
-  int put_percent = 30;
-  int insert_percent = 10;
-  int erase_percent = 20;
-  int contains_percent = 10;
-  // Per-worker bounds: stop after `ops_per_worker` or `duration`.
-  int ops_per_worker = 1500;
-  std::chrono::milliseconds duration{4000};
-  uint64_t seed = 1;
-  // Soft backend only: latency added to every NIC operation, and a hook that
-  // pauses a NIC copy of node `slow_copy_node`'s memory for `slow_copy` after
-  // the third word of every slot (widens the window of torn READs).
-  std::chrono::nanoseconds soft_latency{0};
-  int slow_copy_node = -1;
-  std::chrono::microseconds slow_copy{0};
-  // With the hook: instead of sleeping slow_copy, wait until some worker
-  // completes a put (at most slow_copy), so every paused slot copy straddles
-  // a write: deterministic tearing when all puts hit that slot (one key).
-  bool slow_copy_until_write = false;
-  // Soft backend only: every NIC copies READ/WRITE payloads a byte at a time
-  // (SoftDeviceOptions::byte_granular_copies), so a slot word itself can be
-  // seen half written, as on Soft-RoCE (tests/verbs/README.md "rxe torn
-  // WRITE"). The copy hook then pauses in the middle of the slot's third
-  // word (after its 4th byte) rather than after it.
-  bool byte_granular_copies = false;
-};
-
-struct StressResult {
-  lincheck::History history;
-  uint64_t ops = 0;
-  uint64_t errors = 0;  // operations that returned a non-OK status (left pending)
-  uint64_t data_loss = 0;  // ... of which DataLoss (the map's own integrity check)
-  std::string first_error;
-  uint64_t torn_reads = 0;    // summed HashMapClientStats
-  uint64_t locked_reads = 0;
-};
-
 template <typename Policy>
-StressResult RunStress(const StressConfig& cfg) {
+struct MapStressTraits<HashMap<StressValue, Policy>> {
   using Map = HashMap<StressValue, Policy>;
   using SlotL = hash_map_internal::SlotLayout<StressValue>;
-  StressResult result;
-  std::unique_ptr<rdma::Cluster> cluster =
-      rdma::testing::MakeCluster(cfg.backend, cfg.nodes, 16 << 20, {cfg.soft_latency, cfg.byte_granular_copies});
-  if (cluster == nullptr) {
-    result.first_error = "cannot create the cluster";
-    ++result.errors;
-    return result;
+  static absl::StatusOr<Map> Create(rdma::Cluster& cluster, const StressConfig& cfg) {
+    HashMapOptions mo;
+    mo.groups_per_node = cfg.groups_per_node;
+    return Map::Create(cluster, mo);
   }
-  HashMapOptions mo;
-  mo.groups_per_node = cfg.groups_per_node;
-  auto map = Map::Create(*cluster, mo);
-  if (!map.ok()) {
-    result.first_error = map.status().ToString();
-    ++result.errors;
-    return result;
-  }
-
-  // The key set: deterministic, at most max_keys_per_group per group.
-  std::vector<uint64_t> keys;
-  {
+  // Deterministic, at most max_keys_per_group per group.
+  static std::vector<uint64_t> Keys(const Map& map, const StressConfig& cfg) {
+    std::vector<uint64_t> keys;
     std::vector<size_t> per_group(cfg.nodes * cfg.groups_per_node, 0);
     for (uint64_t k = 1; keys.size() < static_cast<size_t>(cfg.num_keys) && k < 1000000; ++k) {
-      const rdma::NodeId home = map->HomeOf(k);
+      const rdma::NodeId home = map.HomeOf(k);
       if (cfg.home >= 0 && home != cfg.home) continue;
-      size_t& n = per_group[home * cfg.groups_per_node + map->GroupOf(k)];
+      size_t& n = per_group[home * cfg.groups_per_node + map.GroupOf(k)];
       if (n >= cfg.max_keys_per_group) continue;
       ++n;
       keys.push_back(k);
     }
+    return keys;
   }
+  // After the third word of every slot (in the middle of it, byte-granular).
+  static uint64_t CopyPeriod(bool bytes) { return bytes ? SlotL::kWords * 8 : SlotL::kWords; }
+  static uint64_t CopyAt(bool bytes) { return bytes ? 2 * 8 + 3 : 2; }
+};
 
-  std::atomic<uint64_t> puts_done{0};
-  rdma::soft::SoftDevice* slow_dev = nullptr;
-  if (cfg.backend == "soft" && cfg.slow_copy_node >= 0 && cfg.slow_copy.count() > 0) {
-    slow_dev = rdma::soft::AsSoftDevice(cluster->node(static_cast<rdma::NodeId>(cfg.slow_copy_node)).device());
-    const auto pause = cfg.slow_copy;
-    const bool until_write = cfg.slow_copy_until_write;
-    // The hook's index counts words, or bytes in byte-granular mode.
-    const uint64_t period = cfg.byte_granular_copies ? SlotL::kWords * 8 : SlotL::kWords;
-    const uint64_t at = cfg.byte_granular_copies ? 2 * 8 + 3 : 2;
-    if (slow_dev != nullptr) {
-      slow_dev->faults().SetCopyHook([pause, until_write, period, at, &puts_done](uint64_t index) {
-        if (index % period != at) return;
-        if (!until_write) {
-          std::this_thread::sleep_for(pause);
-          return;
-        }
-        const uint64_t before = puts_done.load();
-        const auto until = std::chrono::steady_clock::now() + pause;
-        while (puts_done.load() == before && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-      });
-    }
-  }
-
-  lincheck::Recorder recorder;
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::atomic<uint64_t> ops{0}, errors{0}, data_loss{0}, torn{0}, locked{0};
-  std::mutex err_mu;  // guards result.first_error
-  const auto deadline_len = cfg.duration;
-
-  auto worker = [&](int t) {
-    const StressWorker w = cfg.workers[t];
-    auto session = cluster->NewSession(w.node);
-    std::unique_ptr<typename Map::Client> client;
-    if (session.ok()) {
-      auto c = map->NewClient(cluster->node(w.node), session->get());
-      if (c.ok()) client = std::move(*c);
-    }
-    ready.fetch_add(1);
-    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-    if (client == nullptr) {
-      errors.fetch_add(1);
-      return;
-    }
-    std::mt19937_64 rng(cfg.seed * 1000003 + t);
-    const auto deadline = std::chrono::steady_clock::now() + deadline_len;
-    int64_t counter = 0;
-    auto note_error = [&](const absl::Status& s) {
-      errors.fetch_add(1);
-      if (absl::IsDataLoss(s)) data_loss.fetch_add(1);
-      std::lock_guard<std::mutex> l(err_mu);
-      if (result.first_error.empty()) result.first_error = s.ToString();
-    };
-    for (int i = 0; i < cfg.ops_per_worker && std::chrono::steady_clock::now() < deadline; ++i) {
-      if (w.think.count() > 0) {  // yield rather than sleep: exact on slow (emulated) timers too
-        const auto until = std::chrono::steady_clock::now() + w.think;
-        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
-      }
-      const bool hot = cfg.hot_keys > 0 && static_cast<int>(rng() % 100) < cfg.hot_percent;
-      const size_t nk = hot ? std::min<size_t>(cfg.hot_keys, keys.size()) : keys.size();
-      const uint64_t key = keys[rng() % nk];
-      const Path lpath = rdma::TakenPath(w.path, w.node, map->HomeOf(key));
-      lincheck::ThreadRecorder rec(recorder, t, w.node, lpath);
-      const int64_t k = static_cast<int64_t>(key);
-      const int64_t v = (static_cast<int64_t>(t + 1) << 40) | ++counter;
-      const StressValue sv{{v, v, v, v}};
-      auto value_of = [](const StressValue& x) {
-        return x.w[0] == x.w[1] && x.w[1] == x.w[2] && x.w[2] == x.w[3] ? x.w[0] : kTornValue;
-      };
-      int dice = w.role == StressWorker::kWriter   ? -1
-                 : w.role == StressWorker::kReader ? 100
-                                                   : static_cast<int>(rng() % 100);
-      ops.fetch_add(1, std::memory_order_relaxed);
-      if ((dice -= cfg.put_percent) < 0) {
-        auto tok = rec.Invoke("put", {k, v});
-        auto r = client->Put(key, sv, w.path);
-        puts_done.fetch_add(1);
-        if (r.ok()) {
-          rec.Complete(tok, {r->has_value() ? 1 : 0, r->has_value() ? value_of(**r) : 0});
-        } else {
-          note_error(r.status());
-        }
-      } else if ((dice -= cfg.insert_percent) < 0) {
-        auto tok = rec.Invoke("insert", {k, v});
-        auto r = client->Insert(key, sv, w.path);
-        if (r.ok()) {
-          rec.Complete(tok, {*r ? 1 : 0});
-        } else {
-          note_error(r.status());
-        }
-      } else if ((dice -= cfg.erase_percent) < 0) {
-        auto tok = rec.Invoke("erase", {k});
-        auto r = client->Erase(key, w.path);
-        if (r.ok()) {
-          rec.Complete(tok, {r->has_value() ? 1 : 0, r->has_value() ? value_of(**r) : 0});
-        } else {
-          note_error(r.status());
-        }
-      } else if ((dice -= cfg.contains_percent) < 0) {
-        auto tok = rec.Invoke("contains", {k});
-        auto r = client->Contains(key, w.path);
-        if (r.ok()) {
-          rec.Complete(tok, {*r ? 1 : 0});
-        } else {
-          note_error(r.status());
-        }
-      } else {
-        auto tok = rec.Invoke("get", {k});
-        auto r = client->Get(key, w.path);
-        if (r.ok()) {
-          rec.Complete(tok, {r->has_value() ? 1 : 0, r->has_value() ? value_of(**r) : 0});
-        } else {
-          note_error(r.status());
-        }
-      }
-    }
-    torn.fetch_add(client->stats().torn_reads);
-    locked.fetch_add(client->stats().locked_reads);
-    client.reset();
-    if (session.ok()) session->reset();
-  };
-
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < cfg.workers.size(); ++t) threads.emplace_back(worker, static_cast<int>(t));
-  while (ready.load() < static_cast<int>(cfg.workers.size())) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& th : threads) th.join();
-  if (slow_dev != nullptr) slow_dev->faults().SetCopyHook(nullptr);
-
-  result.history = recorder.Finish();
-  result.ops = ops.load();
-  result.errors += errors.load();
-  result.data_loss = data_loss.load();
-  result.torn_reads = torn.load();
-  result.locked_reads = locked.load();
-  return result;
+template <typename Policy>
+StressResult RunStress(const StressConfig& cfg) {
+  return RunMapStress<HashMap<StressValue, Policy>>(cfg);
 }
 
 }  // namespace structures::testing

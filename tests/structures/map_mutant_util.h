@@ -1,0 +1,70 @@
+#ifndef TESTS_STRUCTURES_MAP_MUTANT_UTIL_H_
+#define TESTS_STRUCTURES_MAP_MUTANT_UTIL_H_
+
+// What every map mutant test does (hash map, ordered map): run a recorded
+// stress on a mutant map up to kMutantAttempts times (the seed varies) until
+// lincheck says illegal or the map's own integrity check (DataLoss) fires;
+// and run the real map on the same workload (the control), which must pass,
+// so that the catch is due to the mutation.
+
+#include <cstdio>
+
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tests/lincheck/checker.h"
+#include "tests/lincheck/test_util.h"
+#include "tests/structures/map_stress.h"
+
+namespace structures::testing {
+
+inline constexpr int kMutantAttempts = 5;
+
+template <typename Model>
+lincheck::Verdict CheckVerdict(const Model& model, const StressResult& r) {
+  lincheck::CheckOptions o;
+  o.timeout = absl::Seconds(20);
+  auto result = lincheck::Check(model, r.history, o);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return lincheck::Verdict::kUnknown;
+  if (result->verdict == lincheck::Verdict::kIllegal) {
+    std::printf("%s\n", result->report.substr(0, 3000).c_str());
+  }
+  return result->verdict;
+}
+
+template <typename MutantMap, typename Model>
+bool Caught(StressConfig cfg, const char* name, const Model& model) {
+  for (int attempt = 1; attempt <= kMutantAttempts; ++attempt) {
+    cfg.seed = 100 + attempt;
+    StressResult r = RunMapStress<MutantMap>(cfg);
+    // The map's own integrity check fired: caught, no need to search the
+    // history (whose failed operations stay pending, which makes it slow).
+    const lincheck::Verdict v = r.data_loss > 0 ? lincheck::Verdict::kUnknown : CheckVerdict(model, r);
+    std::printf("%s attempt %d: %llu ops, verdict %s, %llu errors (%llu DataLoss)%s%s\n", name, attempt,
+                static_cast<unsigned long long>(r.history.size()), lincheck::VerdictName(v).data(),
+                static_cast<unsigned long long>(r.errors), static_cast<unsigned long long>(r.data_loss),
+                r.first_error.empty() ? "" : ": ", r.first_error.c_str());
+    if (v == lincheck::Verdict::kIllegal || r.data_loss > 0) return true;
+  }
+  return false;
+}
+
+// The real map on the same workload: linearizable, no errors. Returns its result.
+template <typename Map, typename Model>
+StressResult ExpectControlPasses(StressConfig cfg, const Model& model) {
+  cfg.seed = 7;
+  StressResult r = RunMapStress<Map>(cfg);
+  std::printf("control: %llu ops, %llu torn reads retried, %llu reads under the lock\n",
+              static_cast<unsigned long long>(r.history.size()), static_cast<unsigned long long>(r.torn_reads),
+              static_cast<unsigned long long>(r.locked_reads));
+  EXPECT_EQ(r.errors, 0u) << r.first_error;
+  EXPECT_GT(r.history.size(), cfg.workers.size() * 10);
+  lincheck::CheckOptions o;
+  o.timeout = absl::Seconds(20);
+  EXPECT_TRUE(lincheck::IsLinearizable(model, r.history, o));
+  return r;
+}
+
+}  // namespace structures::testing
+
+#endif  // TESTS_STRUCTURES_MAP_MUTANT_UTIL_H_

@@ -1,0 +1,35 @@
+#ifndef TESTS_STRUCTURES_SKIPLIST_MUTANTS_H_
+#define TESTS_STRUCTURES_SKIPLIST_MUTANTS_H_
+
+// Deliberately broken ordered maps (test-only): the production source
+// (structures/skiplist/skiplist.h) with one switch of SkipListPolicy flipped.
+// tests/structures/skiplist_mutant_test.cc shows the stress catches each.
+
+#include "structures/skiplist/policy.h"
+
+namespace structures::testing {
+
+// (a) Readers accept any copy of a node: a copy torn by a writer returns
+// a value (or a fence) nobody wrote.
+struct SkipMutantNoValidation : SkipListPolicy {
+  static constexpr bool kValidateReads = false;
+};
+// (b) Native writers change nodes without the node's lock: updates are lost
+// against NIC writers (and each other).
+struct SkipMutantNativeNoLock : SkipListPolicy {
+  static constexpr bool kNativeWritersLock = false;
+};
+// (c) Readers do not move right past a node's high fence: a key that a
+// concurrent split moved to the new right node reads as absent.
+struct SkipMutantNoMoveRight : SkipListPolicy {
+  static constexpr bool kMoveRight = false;
+};
+// (d) NIC writers unlock before posting their WRITEs: the next holder works
+// on the old node, and the late WRITEs then overwrite its update.
+struct SkipMutantUnlockFirst : SkipListPolicy {
+  static constexpr bool kWriteBeforeUnlock = false;
+};
+
+}  // namespace structures::testing
+
+#endif  // TESTS_STRUCTURES_SKIPLIST_MUTANTS_H_
