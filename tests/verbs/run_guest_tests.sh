@@ -45,12 +45,16 @@ GUEST_TESTS=(
   //tests/structures:queue_test
   //tests/structures:queue_lincheck_test
   //tests/structures:queue_two_node_test
+  //tests/structures:skiplist_test
+  //tests/structures:skiplist_lincheck_test
+  //tests/structures:skiplist_two_node_test
 )
 # Two guests joined by a UDP link; every binary runs in both guests.
 TWO_GUEST_TESTS=(
   //tests/verbs:two_node_test
   //tests/structures:hash_map_two_node_test
   //tests/structures:queue_two_node_test
+  //tests/structures:skiplist_two_node_test
 )
 # ---------------------------------------------------------------------------
 
