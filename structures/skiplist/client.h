@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <utility>
@@ -51,6 +52,7 @@ class SkipListClient {
   using L = skiplist_internal::NodeLayout<V>;
   using W = skiplist_internal::Words<V>;
   using Ranges = skiplist_internal::Ranges;
+  using View = skiplist_internal::LeafView<V>;
   static constexpr size_t kH = skiplist_internal::kMaxHeight;
   static constexpr size_t kF = skiplist_internal::kFanout;
 
@@ -75,23 +77,22 @@ class SkipListClient {
     Route r;
     RETURN_IF_ERROR(RouteKey(key, path, &r));
     uint64_t x;
-    RETURN_IF_ERROR(ReadLeaf(r, key, &leaf_, &x));
-    const int i = leaf_.Find(key);
-    if (i < 0) return std::optional<V>();
-    return std::optional<V>(I::DecodeValue(leaf_.entries[i].value));
+    RETURN_IF_ERROR(ReadLeaf(r, key, &view_, &x));
+    if (view_.found < 0) return std::optional<V>();
+    return std::optional<V>(I::DecodeValue(view_.value));
   }
   absl::StatusOr<bool> Contains(uint64_t key, Path path = Path::kAuto) {
     Route r;
     RETURN_IF_ERROR(RouteKey(key, path, &r));
     uint64_t x;
-    RETURN_IF_ERROR(ReadLeaf(r, key, &leaf_, &x));
-    return leaf_.Find(key) >= 0;
+    RETURN_IF_ERROR(ReadLeaf(r, key, &view_, &x));
+    return view_.found >= 0;
   }
   // Binds key to value; the previous value, or nullopt when it was absent.
   absl::StatusOr<std::optional<V>> Put(uint64_t key, const V& value, Path path = Path::kAuto) {
     std::optional<V> prev;
     RETURN_IF_ERROR(Write(key, path, [&](I& img, int i, bool* insert, bool* erase) {
-      if (i >= 0) prev = I::DecodeValue(img.entries[i].value);
+      if (i >= 0) prev = I::DecodeValue(img.values[i]);
       *insert = true;
       *erase = false;
     }, &value));
@@ -111,7 +112,7 @@ class SkipListClient {
   absl::StatusOr<std::optional<V>> Erase(uint64_t key, Path path = Path::kAuto) {
     std::optional<V> prev;
     RETURN_IF_ERROR(Write(key, path, [&](I& img, int i, bool* insert, bool* erase) {
-      if (i >= 0) prev = I::DecodeValue(img.entries[i].value);
+      if (i >= 0) prev = I::DecodeValue(img.values[i]);
       *insert = false;
       *erase = i >= 0;
     }, nullptr));
@@ -130,7 +131,7 @@ class SkipListClient {
       RETURN_IF_ERROR(Walk(key, path, [&](const Route&, uint64_t, const I& img) {
         const int i = img.LowerBound(key);
         if (i < 0) return true;  // keep going
-        found.emplace(img.entries[i].key, I::DecodeValue(img.entries[i].value));
+        found.emplace(img.keys[i], I::DecodeValue(img.values[i]));
         return false;
       }, /*record=*/true));
       if (passed_.size() > 1) {
@@ -162,12 +163,12 @@ class SkipListClient {
       std::array<int, kF> order;
       size_t n = 0;
       for (size_t i = 0; i < kF; ++i) {
-        if (img.Occupied(i) && img.entries[i].key >= cursor) order[n++] = static_cast<int>(i);
+        if (img.Occupied(i) && img.keys[i] >= cursor) order[n++] = static_cast<int>(i);
       }
       std::sort(order.begin(), order.begin() + n,
-                [&img](int a, int b) { return img.entries[a].key < img.entries[b].key; });
+                [&img](int a, int b) { return img.keys[a] < img.keys[b]; });
       for (size_t j = 0; j < n && out.size() < limit; ++j) {
-        out.emplace_back(img.entries[order[j]].key, I::DecodeValue(img.entries[order[j]].value));
+        out.emplace_back(img.keys[order[j]], I::DecodeValue(img.values[order[j]]));
       }
       if (out.size() >= limit) {
         done = true;
@@ -263,7 +264,8 @@ class SkipListClient {
   }
   // The part's head owns keys from the part's own low end on.
   uint64_t RangeLow(rdma::NodeId home) const { return home == 0 ? 0 : splits_[home - 1]; }
-  void Remember(const Route& r, uint64_t idx, const I& img) {
+  template <typename T>
+  void Remember(const Route& r, uint64_t idx, const T& img) {
     if (r.native()) return;
     auto& m = cache_[r.home];
     const uint64_t low = idx == 0 ? RangeLow(r.home) : img.low;
@@ -281,25 +283,35 @@ class SkipListClient {
     }
   }
 
-  // A validated copy of node idx (optimistic, then under its lock).
+  // One copy of node idx: its image, or a lookup's view of it (for `key`).
   template <typename A>
-  absl::Status ReadNodeWith(A& a, const Route& r, uint64_t idx, I* img) {
+  absl::Status CopyOnce(A& a, uint64_t idx, uint64_t, I* out, bool* valid) {
+    return a.template Snapshot<Policy::kValidateReads>(idx, out, valid);
+  }
+  template <typename A>
+  absl::Status CopyOnce(A& a, uint64_t idx, uint64_t key, View* out, bool* valid) {
+    return a.template View<Policy::kValidateReads>(idx, key, out, valid);
+  }
+  // A validated copy of node idx (optimistic, then under its lock).
+  template <typename A, typename T>
+  absl::Status ReadNodeWith(A& a, const Route& r, uint64_t idx, uint64_t key, T* out) {
     return c_.ReadValidated(
-        r, NodePtr(r, idx),
-        [&](bool* valid) { return a.template Snapshot<Policy::kValidateReads>(idx, img, valid); },
+        r, NodePtr(r, idx), [&](bool* valid) { return CopyOnce(a, idx, key, out, valid); },
         [&] { return absl::StrCat("SkipList: node ", idx, " of node ", r.home, "'s part fails validation"); });
   }
   absl::Status ReadNode(const Route& r, uint64_t idx, I* img) {
-    return WithNodes(r, [&](auto& a) { return ReadNodeWith(a, r, idx, img); });
+    return WithNodes(r, [&](auto& a) { return ReadNodeWith(a, r, idx, 0, img); });
   }
 
-  // The node owning `key` (a validated copy, and its index).
-  absl::Status ReadLeaf(const Route& r, uint64_t key, I* img, uint64_t* idx) {
+  // The node owning `key`: a validated copy (an image, or a lookup's view)
+  // and its index.
+  template <typename T>
+  absl::Status ReadLeaf(const Route& r, uint64_t key, T* img, uint64_t* idx) {
     return WithNodes(r, [&](auto& a) -> absl::Status {
       uint64_t x = 0;
       RETURN_IF_ERROR(Start(a, r, key, &x));
       for (uint64_t hops = 0; hops <= nodes_ + 1; ++hops) {
-        RETURN_IF_ERROR(ReadNodeWith(a, r, x, img));
+        RETURN_IF_ERROR(ReadNodeWith(a, r, x, key, img));
         if (x != 0 && (!img->live() || key < img->low)) {  // a stale cached start
           Forget(r, x);
           RETURN_IF_ERROR(Descend(a, r, key, 0, &x, nullptr));
@@ -307,12 +319,12 @@ class SkipListClient {
         }
         if (img->bounded() && key >= img->high) {
           if constexpr (!Policy::kMoveRight) {  // test-only mutant: "absent"
-            img->SetBitmap(0);
+            img->ForgetEntries();
             *idx = x;
             return absl::OkStatus();
           }
           ++stats_.move_rights;
-          x = img->next[0];
+          x = img->Next0();
           if (x == 0 || !InPool(x)) return Corrupt(r, x, "is past a bounded node's end");
           continue;
         }
@@ -422,15 +434,15 @@ class SkipListClient {
             leaf_.SetBitmap(leaf_.bitmap() & ~(uint32_t{1} << i));
             rg.Add(W::kMeta, W::kMeta + 1);
           } else if (insert && i >= 0) {
-            I::EncodeValue(*value, leaf_.entries[i].value);
-            rg.Add(W::Entry(i), W::Entry(i) + W::kEntryWords);
+            I::EncodeValue(*value, leaf_.values[i]);
+            rg.Add(W::Value(i), W::Value(i) + W::kValueWords);
           } else if (insert) {
             const int j = leaf_.FreeEntry();
             if (j < 0) return Split(a, r, x, key, *value, &split_node, &split_low, &split_height);
-            leaf_.entries[j].key = key;
-            I::EncodeValue(*value, leaf_.entries[j].value);
+            leaf_.keys[j] = key;
+            I::EncodeValue(*value, leaf_.values[j]);
             leaf_.SetBitmap(leaf_.bitmap() | (uint32_t{1} << j));
-            rg.Add(W::kMeta, W::kMeta + 1).Add(W::Entry(j), W::Entry(j) + W::kEntryWords);
+            rg.Add(W::kMeta, W::kMeta + 1).Add(W::Key(j), W::Key(j) + 1).Add(W::Value(j), W::Value(j) + W::kValueWords);
           } else {
             return absl::OkStatus();  // nothing to change
           }
@@ -492,8 +504,8 @@ class SkipListClient {
     std::array<int, kF> order;
     for (size_t i = 0; i < kF; ++i) order[i] = static_cast<int>(i);
     std::sort(order.begin(), order.end(),
-              [this](int p, int q) { return leaf_.entries[p].key < leaf_.entries[q].key; });
-    const uint64_t m = leaf_.entries[order[kF / 2]].key;
+              [this](int p, int q) { return leaf_.keys[p] < leaf_.keys[q]; });
+    const uint64_t m = leaf_.keys[order[kF / 2]];
     const size_t h = RandomHeight();
     I fresh{};
     fresh.version = 2;
@@ -503,22 +515,23 @@ class SkipListClient {
     fresh.next[0] = leaf_.next[0];
     uint32_t left_bits = leaf_.bitmap(), right_bits = 0;
     for (size_t j = kF / 2, k = 0; j < kF; ++j, ++k) {
-      fresh.entries[k] = leaf_.entries[order[j]];
+      fresh.keys[k] = leaf_.keys[order[j]];
+      std::memcpy(fresh.values[k], leaf_.values[order[j]], sizeof(fresh.values[k]));
       right_bits |= uint32_t{1} << k;
       left_bits &= ~(uint32_t{1} << order[j]);
     }
     Ranges rg;
     if (key >= m) {
       const size_t k = kF - kF / 2;
-      fresh.entries[k].key = key;
-      I::EncodeValue(value, fresh.entries[k].value);
+      fresh.keys[k] = key;
+      I::EncodeValue(value, fresh.values[k]);
       right_bits |= uint32_t{1} << k;
     } else {
       const int j = order[kF / 2];  // now free on the left
-      leaf_.entries[j].key = key;
-      I::EncodeValue(value, leaf_.entries[j].value);
+      leaf_.keys[j] = key;
+      I::EncodeValue(value, leaf_.values[j]);
       left_bits |= uint32_t{1} << j;
-      rg.Add(W::Entry(j), W::Entry(j) + W::kEntryWords);
+      rg.Add(W::Key(j), W::Key(j) + 1).Add(W::Value(j), W::Value(j) + W::kValueWords);
     }
     fresh.SetBitmap(right_bits);
     fresh.checksum = fresh.Checksum();
@@ -597,8 +610,9 @@ class SkipListClient {
   };
   std::vector<absl::btree_map<uint64_t, Cached>> cache_;  // per node: leaf low -> where
   std::mt19937_64 rng_;
-  std::array<I, 2> descent_cache_{};
+  std::array<I, 3> descent_cache_{};  // RemoteNodes' images
   I leaf_{}, walk_{};
+  View view_{};
   std::vector<Passed> passed_;
   SkipListStats stats_;
 };

@@ -11,7 +11,8 @@
 //   + i * kNodeBytes   Node i      handed out by the allocator, never freed
 //
 // A node is a B-link leaf with a skiplist tower: up to kFanout entries (key,
-// value) in no particular order (an occupancy bitmap says which are live), a
+// value) in no particular order (an occupancy bitmap says which are live;
+// keys and values in separate arrays, so a lookup touches few lines), a
 // fence [low, high) of the keys it owns, and next[0..height) links. Level 0
 // links every live node of the part in key order, and node X's next[0] owns
 // keys from X's high on; levels above are shortcuts (hints) for the descent.
@@ -84,25 +85,19 @@ inline constexpr uint64_t kNodesOffset = sizeof(PartHeader);
 inline constexpr uint64_t kBounded = uint64_t{1} << 32;
 inline constexpr uint64_t kLive = uint64_t{1} << 33;
 
-template <size_t kValueWords>
-struct Entry {
-  uint64_t key;
-  uint64_t value[kValueWords];
-};
-
 // A node's words after its lock line, as a reader's private copy (the
 // "image"). The registered-memory Node below has the same words as PlainWords.
 template <typename V>
 struct NodeImage {
   static constexpr size_t kValueWords = sizeof(V) == 0 ? 1 : (sizeof(V) + 7) / 8;
-  using E = Entry<kValueWords>;
 
   uint64_t version;
   uint64_t meta;
   uint64_t low;
   uint64_t high;
   uint64_t next[kMaxHeight];
-  E entries[kFanout];
+  uint64_t keys[kFanout];
+  uint64_t values[kFanout][kValueWords];
   uint64_t checksum;
 
   static constexpr size_t kWords = 5 + kMaxHeight + kFanout * (1 + kValueWords);
@@ -117,6 +112,9 @@ struct NodeImage {
   bool live() const { return (meta & kLive) != 0; }
   bool Owns(uint64_t key, bool head) const { return (head || key >= low) && (!bounded() || key < high); }
   bool Occupied(size_t i) const { return (bitmap() >> i) & 1; }
+  uint64_t Next0() const { return next[0]; }
+  // (Test-only mutant support: a copy that claims no entries.)
+  void ForgetEntries() { SetBitmap(0); }
 
   // The checksum of the words as they are now (0 for an all-zero image).
   uint64_t Checksum() const { return HashWords(words(), kCheckedWords) ^ ZeroHash<kCheckedWords>(); }
@@ -125,7 +123,7 @@ struct NodeImage {
   // Index of `key`'s entry, or -1.
   int Find(uint64_t key) const {
     for (size_t i = 0; i < kFanout; ++i) {
-      if (Occupied(i) && entries[i].key == key) return static_cast<int>(i);
+      if (Occupied(i) && keys[i] == key) return static_cast<int>(i);
     }
     return -1;
   }
@@ -139,7 +137,7 @@ struct NodeImage {
   int LowerBound(uint64_t key) const {
     int best = -1;
     for (size_t i = 0; i < kFanout; ++i) {
-      if (Occupied(i) && entries[i].key >= key && (best < 0 || entries[i].key < entries[best].key)) {
+      if (Occupied(i) && keys[i] >= key && (best < 0 || keys[i] < keys[best])) {
         best = static_cast<int>(i);
       }
     }
@@ -158,21 +156,50 @@ struct NodeImage {
   }
 };
 
+// What a point lookup needs of the node owning (or not) a key: the fence,
+// the link right, and the key's value if the node holds it. Native readers
+// load only these words (a few cache lines); NIC readers cut it from an image.
+template <typename V>
+struct LeafView {
+  static constexpr size_t kValueWords = NodeImage<V>::kValueWords;
+  uint64_t version = 0;
+  uint64_t meta = 0;
+  uint64_t low = 0;
+  uint64_t high = 0;
+  uint64_t next0 = 0;
+  int found = -1;
+  uint64_t value[kValueWords] = {};
+
+  bool bounded() const { return (meta & kBounded) != 0; }
+  bool live() const { return (meta & kLive) != 0; }
+  uint64_t Next0() const { return next0; }
+  void ForgetEntries() { found = -1; }
+
+  static LeafView FromImage(const NodeImage<V>& img, uint64_t key) {
+    LeafView v;
+    v.version = img.version;
+    v.meta = img.meta;
+    v.low = img.low;
+    v.high = img.high;
+    v.next0 = img.next[0];
+    v.found = img.Find(key);
+    if (v.found >= 0) std::memcpy(v.value, img.values[v.found], sizeof(v.value));
+    return v;
+  }
+};
+
 // One node in registered memory.
 template <typename V>
 struct alignas(64) Node {
   static constexpr size_t kValueWords = NodeImage<V>::kValueWords;
-  struct NodeEntry {
-    rdma::PlainWord key;
-    rdma::PlainWord value[kValueWords];
-  };
   locks::ALockWord lock;
   rdma::PlainWord version;
   rdma::PlainWord meta;
   rdma::PlainWord low;
   rdma::PlainWord high;
   rdma::PlainWord next[kMaxHeight];
-  NodeEntry entries[kFanout];
+  rdma::PlainWord keys[kFanout];
+  rdma::PlainWord values[kFanout][kValueWords];
   rdma::PlainWord checksum;
 
   rdma::PlainWord* words() { return &version; }
@@ -206,7 +233,8 @@ constexpr bool NodeLayoutOk() {
   static_assert(offsetof(N, low) - offsetof(N, version) == offsetof(I, low));
   static_assert(offsetof(N, high) - offsetof(N, version) == offsetof(I, high));
   static_assert(offsetof(N, next) - offsetof(N, version) == offsetof(I, next));
-  static_assert(offsetof(N, entries) - offsetof(N, version) == offsetof(I, entries));
+  static_assert(offsetof(N, keys) - offsetof(N, version) == offsetof(I, keys));
+  static_assert(offsetof(N, values) - offsetof(N, version) == offsetof(I, values));
   static_assert(offsetof(N, checksum) - offsetof(N, version) == offsetof(I, checksum));
   static_assert(sizeof(I) == 8 * I::kWords && offsetof(I, checksum) == 8 * (I::kWords - 1));
   static_assert(sizeof(N) % 64 == 0);
@@ -221,9 +249,11 @@ struct Words {
   static constexpr size_t kLow = 2;
   static constexpr size_t kHigh = 3;
   static constexpr size_t kNext = 4;  // + level
-  static constexpr size_t kEntries = kNext + kMaxHeight;
-  static constexpr size_t kEntryWords = 1 + NodeImage<V>::kValueWords;
-  static constexpr size_t Entry(size_t i) { return kEntries + i * kEntryWords; }
+  static constexpr size_t kKeys = kNext + kMaxHeight;
+  static constexpr size_t kValues = kKeys + kFanout;
+  static constexpr size_t kValueWords = NodeImage<V>::kValueWords;
+  static constexpr size_t Key(size_t i) { return kKeys + i; }
+  static constexpr size_t Value(size_t i) { return kValues + i * kValueWords; }
   static constexpr size_t kChecksum = NodeImage<V>::kWords - 1;
 };
 
@@ -233,8 +263,8 @@ constexpr bool WordsOk() {
   using W = Words<V>;
   static_assert(offsetof(I, meta) == 8 * W::kMeta && offsetof(I, low) == 8 * W::kLow &&
                 offsetof(I, high) == 8 * W::kHigh && offsetof(I, next) == 8 * W::kNext &&
-                offsetof(I, entries) == 8 * W::kEntries && offsetof(I, checksum) == 8 * W::kChecksum);
-  static_assert(sizeof(typename I::E) == 8 * W::kEntryWords);
+                offsetof(I, keys) == 8 * W::kKeys && offsetof(I, values) == 8 * W::kValues &&
+                offsetof(I, checksum) == 8 * W::kChecksum);
   return true;
 }
 

@@ -51,6 +51,31 @@ class NativeNodes {
     *valid = !kValidate || ((v1 & 1) == 0 && v1 == v2);
     return absl::OkStatus();
   }
+  // The words a lookup of `key` needs, without the lock, under the version
+  // like Snapshot: the meta and fence line, the keys, one value.
+  template <bool kValidate = true>
+  absl::Status View(uint64_t idx, uint64_t key, LeafView<V>* out, bool* valid) {
+    const Node<V>& n = NodeAt(idx);
+    const uint64_t v1 = n.version.Load(std::memory_order_acquire);
+    out->meta = n.meta.Load(std::memory_order_relaxed);
+    out->low = n.low.Load(std::memory_order_relaxed);
+    out->high = n.high.Load(std::memory_order_relaxed);
+    out->next0 = n.next[0].Load(std::memory_order_relaxed);
+    out->found = -1;
+    const uint64_t bits = out->meta & kFullBitmap;
+    for (size_t i = 0; i < kFanout; ++i) {
+      if (((bits >> i) & 1) != 0 && n.keys[i].Load(std::memory_order_relaxed) == key) {
+        out->found = static_cast<int>(i);
+        for (size_t w = 0; w < I::kValueWords; ++w) out->value[w] = n.values[i][w].Load(std::memory_order_relaxed);
+        break;
+      }
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t v2 = n.version.Load(std::memory_order_relaxed);
+    out->version = v1;
+    *valid = !kValidate || ((v1 & 1) == 0 && v1 == v2);
+    return absl::OkStatus();
+  }
   // Under the node's lock the words are stable.
   absl::Status SnapshotLocked(uint64_t idx, I* out) {
     const rdma::PlainWord* w = NodeAt(idx).words();

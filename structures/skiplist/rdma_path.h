@@ -41,8 +41,8 @@ class RemoteNodes {
   using I = NodeImage<V>;
   using L = NodeLayout<V>;
 
-  // `cache` holds two images (the descent's current node and the one it
-  // looks at), owned by the caller.
+  // `cache` holds three images (the descent's current node and the one it
+  // looks at, and a lookup's scratch copy), owned by the caller.
   RemoteNodes(rdma::Session& s, rdma::RemotePtr part, I* cache) : s_(s), part_(part), cache_(cache) {}
 
   // One word of node `idx`, from a validated image READ (cached: the descent
@@ -71,6 +71,13 @@ class RemoteNodes {
   absl::Status Snapshot(uint64_t idx, I* out, bool* valid) {
     if (absl::Status st = s_.Read(ImagePtr(idx), out, sizeof(I)); !st.ok()) return st;
     *valid = !kValidate || out->Valid();
+    return absl::OkStatus();
+  }
+  // A lookup's view, cut from one image READ.
+  template <bool kValidate = true>
+  absl::Status View(uint64_t idx, uint64_t key, LeafView<V>* out, bool* valid) {
+    if (absl::Status st = Snapshot<kValidate>(idx, &cache_[2], valid); !st.ok()) return st;
+    *out = LeafView<V>::FromImage(cache_[2], key);
     return absl::OkStatus();
   }
   // Under the lock (when the acquire's chain did not already read it).

@@ -43,8 +43,10 @@
 //     at (about 2 per level used), then the leaf's.
 //   remote/loopback Put/Insert/Erase without a split, location remembered:
 //     2 round trips: {CAS lock, READ lock line, READ image} in one doorbell;
-//     {WRITE version+1, WRITE words, WRITE checksum, WRITE version+2} posted
-//     inline without waiting; the unlocking CAS.
+//     {WRITE version+1, WRITE the changed words (the value; an insert also
+//     the key and the occupancy bitmap), WRITE checksum, WRITE version+2}
+//     posted inline without waiting; the unlocking CAS. 8 NIC ops for an
+//     overwrite or an erase, 10 for an insert.
 //   A split adds the allocator's lock (2 round trips), the new node's WRITE
 //   and, for a node with a tower, its links (2 locks per level).
 //

@@ -65,7 +65,7 @@ bool ReaderGetsWholeValues(bool byte_copies) {
   EXPECT_TRUE((*writer)->Put(7, StressValue{{1, 1, 1, 1}}).ok());
   EXPECT_TRUE((*reader)->Get(7).ok());  // remembers the leaf: the gets below READ only it
   using W = skiplist_internal::Words<StressValue>;
-  const uint64_t at = byte_copies ? 8 * (W::Entry(0) + 2) + 3 : W::Entry(0) + 2;
+  const uint64_t at = byte_copies ? 8 * (W::Value(0) + 1) + 3 : W::Value(0) + 1;
   int writes_left = 0;
   int64_t next = 2;
   rdma::soft::SoftDevice* dev = rdma::soft::AsSoftDevice(cluster->node(0).device());

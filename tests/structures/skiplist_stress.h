@@ -54,7 +54,7 @@ struct MapStressTraits<SkipList<StressValue, Policy>> {
   }
   // Once per node image: inside the first entry's value.
   static uint64_t CopyPeriod(bool bytes) { return (bytes ? 8 : 1) * skiplist_internal::NodeImage<StressValue>::kWords; }
-  static uint64_t CopyAt(bool bytes) { return bytes ? 8 * (W::Entry(0) + 2) + 3 : W::Entry(0) + 2; }
+  static uint64_t CopyAt(bool bytes) { return bytes ? 8 * (W::Value(0) + 1) + 3 : W::Value(0) + 1; }
 };
 
 template <typename Policy>

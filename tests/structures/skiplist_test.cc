@@ -360,9 +360,9 @@ TEST_P(SkipListTest, OperationCosts) {
     EXPECT_EQ(put.doorbells, 3u) << n;
     EXPECT_EQ(put.nic_ops, 8u) << n;  // CAS, READ line, READ image; 4 WRITEs; CAS
     EXPECT_EQ(ins.round_trips, 2u) << n;
-    EXPECT_EQ(ins.nic_ops, 9u) << n;  // + the meta word's WRITE
+    EXPECT_EQ(ins.nic_ops, 10u) << n;  // + the meta and key words' WRITEs
     EXPECT_EQ(era.round_trips, 2u) << n;
-    EXPECT_EQ(era.nic_ops, 8u) << n;  // the meta word instead of the entry
+    EXPECT_EQ(era.nic_ops, 8u) << n;  // the meta word instead of the value
     EXPECT_EQ((*rc)->stats().splits, splits) << n << ": no split expected here";
   }
 }
