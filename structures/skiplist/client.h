@@ -224,6 +224,27 @@ class SkipListClient {
   }
   bool InPool(uint64_t idx) const { return idx < nodes_; }
 
+  // One word of node idx for the descent: natively a load in place; on the
+  // NIC path from a validated image of the node (read once per descent step,
+  // with ReadValidated's fallback to a read under the node's lock when
+  // writers keep tearing the READs).
+  template <typename A>
+  absl::Status LoadWord(A& a, const Route& r, uint64_t idx, size_t word, uint64_t* out) {
+    if constexpr (A::kCopiesImages) {
+      if (const I* img = a.Cached(idx)) {
+        *out = img->words()[word];
+        return absl::OkStatus();
+      }
+      I* slot = a.NextSlot();
+      RETURN_IF_ERROR(ReadNodeWith(a, r, idx, 0, slot));
+      a.MarkCached(idx);
+      *out = slot->words()[word];
+      return absl::OkStatus();
+    } else {
+      return a.Load(idx, word, out);
+    }
+  }
+
   // Descends from the part's head to the node with the largest low <= key
   // reachable at `stop_level`, recording each level's last node in preds.
   template <typename A>
@@ -233,32 +254,31 @@ class SkipListClient {
     for (size_t level = kH; level-- > stop_level;) {
       for (uint64_t steps = 0; steps <= nodes_; ++steps) {
         uint64_t n = 0, meta = 0, low = 0;
-        RETURN_IF_ERROR(a.Load(x, W::kNext + level, &n));
+        RETURN_IF_ERROR(LoadWord(a, r, x, W::kNext + level, &n));
         if (n == 0 || !InPool(n)) break;  // (a link seen half written is a hint gone bad: stop here)
-        RETURN_IF_ERROR(a.Load(n, W::kMeta, &meta));
+        RETURN_IF_ERROR(LoadWord(a, r, n, W::kMeta, &meta));
         if ((meta & skiplist_internal::kLive) == 0) break;
-        RETURN_IF_ERROR(a.Load(n, W::kLow, &low));
+        RETURN_IF_ERROR(LoadWord(a, r, n, W::kLow, &low));
         if (low > key) break;
         x = n;
       }
       if (preds != nullptr) preds[level] = x;
     }
-    (void)r;
     *x_out = x;
     return absl::OkStatus();
   }
 
-  // Where a lookup of `key` starts: a cached leaf (NIC paths) or a descent.
+  // Where a lookup of `key` starts: a remembered leaf, or a descent. (On
+  // every path: natively it saves the descent's cache misses, one per node
+  // looked at, which is what a skiplist pays over a balanced tree.)
   template <typename A>
   absl::Status Start(A& a, const Route& r, uint64_t key, uint64_t* x) {
-    if (!r.native()) {
-      const auto& m = cache_[r.home];
-      auto it = m.upper_bound(key);
-      if (it != m.begin() && (--it, !it->second.bounded || key < it->second.high)) {
-        ++stats_.cache_hits;
-        *x = it->second.idx;
-        return absl::OkStatus();
-      }
+    const auto& m = cache_[r.home];
+    auto it = m.upper_bound(key);
+    if (it != m.begin() && (--it, !it->second.bounded || key < it->second.high)) {
+      ++stats_.cache_hits;
+      *x = it->second.idx;
+      return absl::OkStatus();
     }
     return Descend(a, r, key, 0, x, nullptr);
   }
@@ -266,14 +286,12 @@ class SkipListClient {
   uint64_t RangeLow(rdma::NodeId home) const { return home == 0 ? 0 : splits_[home - 1]; }
   template <typename T>
   void Remember(const Route& r, uint64_t idx, const T& img) {
-    if (r.native()) return;
     auto& m = cache_[r.home];
     const uint64_t low = idx == 0 ? RangeLow(r.home) : img.low;
     if (cache_size() >= cache_entries_ && m.find(low) == m.end()) return;
     m[low] = {idx, img.high, img.bounded()};
   }
   void Forget(const Route& r, uint64_t idx) {
-    if (r.native()) return;
     auto& m = cache_[r.home];
     for (auto it = m.begin(); it != m.end(); ++it) {
       if (it->second.idx == idx) {
@@ -569,7 +587,7 @@ class SkipListClient {
             const uint64_t s = pimg.next[level];
             if (s != 0) {
               uint64_t slow = 0;
-              RETURN_IF_ERROR(a.Load(s, W::kLow, &slow));
+              RETURN_IF_ERROR(LoadWord(a, r, s, W::kLow, &slow));
               if (slow < m) return absl::OkStatus();  // p is no longer the predecessor: again
             }
             I nimg;

@@ -31,6 +31,8 @@ class NativeNodes {
 
   explicit NativeNodes(char* part) : part_(part) {}
 
+  static constexpr bool kCopiesImages = false;
+
   // One word of node `idx` (the descent's links, lows and metas: hints,
   // checked by the leaf's validated copy).
   absl::Status Load(uint64_t idx, size_t word, uint64_t* out) {

@@ -45,28 +45,25 @@ class RemoteNodes {
   // looks at, and a lookup's scratch copy), owned by the caller.
   RemoteNodes(rdma::Session& s, rdma::RemotePtr part, I* cache) : s_(s), part_(part), cache_(cache) {}
 
-  // One word of node `idx`, from a validated image READ (cached: the descent
-  // reads each node it looks at once).
-  absl::Status Load(uint64_t idx, size_t word, uint64_t* out) {
+  // The descent's image cache (the client fills it with validated copies:
+  // each node the descent looks at is read once).
+  static constexpr bool kCopiesImages = true;
+  const I* Cached(uint64_t idx) const {
     for (int k = 0; k < 2; ++k) {
-      if (cached_[k] == idx + 1) {
-        *out = cache_[k].words()[word];
-        return absl::OkStatus();
-      }
+      if (cached_[k] == idx + 1) return &cache_[k];
     }
-    const int k = victim_;
-    victim_ ^= 1;
-    cached_[k] = 0;
-    for (int tries = 0;; ++tries) {
-      bool valid = false;
-      if (absl::Status st = Snapshot(idx, &cache_[k], &valid); !st.ok()) return st;
-      if (valid) break;
-      if (tries > 1000) return absl::UnavailableError("SkipList: a node's image stayed torn for 1000 READs");
-    }
-    cached_[k] = idx + 1;
-    *out = cache_[k].words()[word];
-    return absl::OkStatus();
+    return nullptr;
   }
+  // The slot the next cached image goes to (emptied now).
+  I* NextSlot() {
+    next_slot_ = victim_;
+    victim_ ^= 1;
+    cached_[next_slot_] = 0;
+    return &cache_[next_slot_];
+  }
+  // The image NextSlot returned now holds node idx.
+  void MarkCached(uint64_t idx) { cached_[next_slot_] = idx + 1; }
+
   template <bool kValidate = true>
   absl::Status Snapshot(uint64_t idx, I* out, bool* valid) {
     if (absl::Status st = s_.Read(ImagePtr(idx), out, sizeof(I)); !st.ok()) return st;
@@ -127,6 +124,7 @@ class RemoteNodes {
   I* cache_;
   uint64_t cached_[2] = {0, 0};  // node index + 1 of cache_[k]; 0 = empty
   int victim_ = 0;
+  int next_slot_ = 0;
   std::vector<Write> staged_;
 };
 
