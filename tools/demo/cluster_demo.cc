@@ -1,8 +1,9 @@
 // The quick-start demo: builds a 3-node cluster on the chosen fabric, runs
 // READ, WRITE, CAS and FAA on one word of node 0 over the three access paths
 // of docs/design.md §2 (native CPU, loopback NIC, remote NIC), then puts and gets in
-// a distributed hash map and a distributed queue over the same three paths
-// (tools/demo/map_demo.h, tools/demo/queue_demo.h),
+// a distributed hash map, a distributed queue and a distributed ordered map
+// over the same three paths (tools/demo/map_demo.h, tools/demo/queue_demo.h,
+// tools/demo/skiplist_demo.h),
 // checking every result and printing each path's per-operation costs.
 
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include "rdma/verbs/flags.h"
 #include "tools/demo/map_demo.h"
 #include "tools/demo/queue_demo.h"
+#include "tools/demo/skiplist_demo.h"
 #include "tools/demo/measure.h"
 
 namespace {
@@ -121,7 +123,7 @@ int main(int argc, char** argv) {
   }
   po::options_description desc(
       "cluster_demo: a 3-node cluster; READ/WRITE/CAS/FAA on a word of node 0, then hash map put/get\n"
-      "and queue enqueue/dequeue,\n"
+      "queue enqueue/dequeue and ordered-map get/put,\n"
       "over the native, loopback and remote paths, with per-op NIC operations, doorbells, round\n"
       "trips and bytes.\n\nOptions");
   desc.add_options()("help,h", "show this help")(
@@ -213,6 +215,14 @@ int main(int argc, char** argv) {
   }
   std::cout << "\nQueue (structures::Queue<24-byte value>), node 0's queue, uncontended:\n";
   demo::PrintRows(queue_rows);
+  std::vector<Row> ordered_rows;
+  if (absl::Status s = demo::RunSkipListDemo(**cluster, reps, ordered_rows); !s.ok()) {
+    std::cerr << "cluster_demo: FAILED: " << s << "\n";
+    return 1;
+  }
+  std::cout << "\nOrdered map (structures::SkipList<24-byte value>), keys of node 0's range, leaf locations known, "
+               "uncontended:\n";
+  demo::PrintRows(ordered_rows);
   std::cout << "\nall results checked: OK (counts are per operation; times are this machine's, counts are not)\n";
   return 0;
 }

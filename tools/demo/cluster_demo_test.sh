@@ -30,6 +30,9 @@ expected=(
   "native enqueue 0 0 0 0" "native dequeue 0 0 0 0"
   "loopback enqueue 8 3 2 136" "loopback dequeue 8 3 2 136"
   "remote enqueue 8 3 2 136" "remote dequeue 8 3 2 136"
+  "native ordered-get 0 0 0 0" "native ordered-put 0 0 0 0"
+  "loopback ordered-get 1 1 1 648" "loopback ordered-put 8 3 2 776"
+  "remote ordered-get 1 1 1 648" "remote ordered-put 8 3 2 776"
 )
 for path in loopback remote; do
   for op in READ WRITE CAS FAA; do expected+=("$path $op 1 1 1 8"); done
