@@ -41,6 +41,7 @@ struct SkipListStats {
   uint64_t descents = 0;       // lookups that descended from a part's head
   uint64_t move_rights = 0;    // leaf hops past a high fence (a split since the link was read)
   uint64_t splits = 0;         // nodes this client split
+  uint64_t reclaimed = 0;      // emptied nodes this client unlinked and freed
   uint64_t lower_bound_retries = 0;
 };
 
@@ -133,7 +134,7 @@ class SkipListClient {
         if (i < 0) return true;  // keep going
         found.emplace(img.keys[i], I::DecodeValue(img.values[i]));
         return false;
-      }, /*record=*/true));
+      }, /*record=*/true, [](const I&) { return size_t{1}; }));
       if (passed_.size() > 1) {
         // The last node read is the answer's (or the end); the ones before it
         // had nothing >= key and must still be as they were.
@@ -179,7 +180,12 @@ class SkipListClient {
         cursor = out.back().first + 1;
       }
       return true;
-    }, /*record=*/false));
+    }, /*record=*/false, [&](const I& last) {
+      // The nodes the rest of the scan needs if they hold as many keys as
+      // the last one did.
+      const size_t per = std::max<size_t>(1, static_cast<size_t>(__builtin_popcount(last.bitmap())));
+      return (limit - out.size() + per - 1) / per;
+    }));
     (void)done;
     return out;
   }
@@ -202,6 +208,7 @@ class SkipListClient {
 
  private:
   static constexpr int kLowerBoundAttempts = 1000;
+  static constexpr size_t kMaxAhead = 8;  // READs a scan chains in one doorbell
 
   absl::Status RouteKey(uint64_t key, Path path, Route* r) const { return c_.RouteTo(HomeOf(key), path, r); }
 
@@ -278,8 +285,10 @@ class SkipListClient {
     if (it != m.begin() && (--it, !it->second.bounded || key < it->second.high)) {
       ++stats_.cache_hits;
       *x = it->second.idx;
+      started_at_ = it->first;
       return absl::OkStatus();
     }
+    started_at_.reset();
     return Descend(a, r, key, 0, x, nullptr);
   }
   // The part's head owns keys from the part's own low end on.
@@ -291,15 +300,16 @@ class SkipListClient {
     if (cache_size() >= cache_entries_ && m.find(low) == m.end()) return;
     m[low] = {idx, img.high, img.bounded()};
   }
+  // Drops the remembered location this lookup started from, when it named
+  // idx (found dead or moved: it was reclaimed, maybe reused).
   void Forget(const Route& r, uint64_t idx) {
+    if (!started_at_.has_value()) return;
     auto& m = cache_[r.home];
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      if (it->second.idx == idx) {
-        m.erase(it);
-        return;
-      }
-    }
+    auto it = m.find(*started_at_);
+    if (it != m.end() && it->second.idx == idx) m.erase(it);
+    started_at_.reset();
   }
+
 
   // One copy of node idx: its image, or a lookup's view of it (for `key`).
   template <typename A>
@@ -357,8 +367,10 @@ class SkipListClient {
   // Ordered walk from `key`'s node: visit(route, idx, image) on each node in
   // key order, through the next parts, until it returns false or the last
   // part ends. With `record`, remembers (route, idx, version) of each node.
-  template <typename Visit>
-  absl::Status Walk(uint64_t key, Path path, Visit&& visit, bool record) {
+  // ahead(image just visited) says how many nodes the walk expects to need
+  // next: on the NIC paths that many are READ in one doorbell (NextNode).
+  template <typename Visit, typename Ahead>
+  absl::Status Walk(uint64_t key, Path path, Visit&& visit, bool record, Ahead&& ahead) {
     for (rdma::NodeId h = HomeOf(key); h < static_cast<rdma::NodeId>(c_.num_nodes()); ++h) {
       Route r;
       // Past key's own part, keep to the spirit of `path`: a NIC path stays
@@ -373,16 +385,66 @@ class SkipListClient {
       const uint64_t from = h == HomeOf(key) ? key : splits_[h - 1];
       uint64_t x;
       RETURN_IF_ERROR(ReadLeaf(r, from, &walk_, &x));
+      ahead_idx_.clear();
+      ahead_pos_ = 0;
       for (uint64_t hops = 0; hops <= nodes_ + 1; ++hops) {
         if (record) passed_.push_back({r, x, walk_.version});
         if (!visit(r, x, walk_)) return absl::OkStatus();
         if (!walk_.bounded()) break;  // the part's last node
+        const uint64_t low = walk_.high;
         x = walk_.next[0];
         if (x == 0 || !InPool(x)) return Corrupt(r, x, "is past a bounded node's end");
-        RETURN_IF_ERROR(ReadNode(r, x, &walk_));
+        const size_t want = ahead(walk_);
+        RETURN_IF_ERROR(NextNode(r, x, low, want, &walk_));
+        if (!walk_.live() || walk_.low != low) {
+          // x was reclaimed (and maybe reused) since the link was read: go on
+          // from the node that owns `low` now.
+          RETURN_IF_ERROR(ReadLeaf(r, low, &walk_, &x));
+        }
+        Remember(r, x, walk_);
       }
     }
     return absl::OkStatus();
+  }
+
+  // A validated copy of node x, the next one of a walk (its low is `low`).
+  // On the NIC paths, when the walk expects to need `ahead` > 1 more nodes,
+  // x and the nodes the client remembers after it are READ in one doorbell
+  // (same QP: the responder executes them in order, as separate reads would
+  // be); later calls take those copies while they continue the chain (each
+  // checksum-valid, live, with the low its predecessor's high and linked from
+  // it), so a scan pays about one round trip per `ahead` nodes.
+  absl::Status NextNode(const Route& r, uint64_t x, uint64_t low, size_t ahead, I* out) {
+    if (ahead_pos_ < ahead_idx_.size() && ahead_idx_[ahead_pos_] == x) {
+      const I& img = ahead_[ahead_pos_++];
+      if (img.Valid() && img.live() && img.low == low) {
+        *out = img;
+        return absl::OkStatus();
+      }
+    }
+    ahead_idx_.clear();
+    ahead_pos_ = 0;
+    if (r.native() || ahead <= 1) return ReadNode(r, x, out);
+    ahead_idx_.push_back(x);
+    const auto& m = cache_[r.home];
+    for (auto it = m.upper_bound(low); it != m.end() && ahead_idx_.size() < std::min<size_t>(ahead, kMaxAhead); ++it) {
+      if (InPool(it->second.idx) && it->second.idx != 0) ahead_idx_.push_back(it->second.idx);
+    }
+    ahead_.resize(ahead_idx_.size());
+    {
+      rdma::Batch b(*c_.session(), r.home);
+      for (size_t k = 0; k < ahead_idx_.size(); ++k) {
+        b.Read(NodePtr(r, ahead_idx_[k]) + L::kImageOffset, &ahead_[k], sizeof(I));
+      }
+      RETURN_IF_ERROR(b.Execute());
+    }
+    ahead_pos_ = 1;
+    const I& first = ahead_[0];
+    if (first.Valid() && first.live() && first.low == low) {
+      *out = first;
+      return absl::OkStatus();
+    }
+    return ReadNode(r, x, out);  // torn: the read loop with its lock fallback
   }
 
   // Publishes `img` (changed in the words of `rg`) as node idx's next
@@ -427,7 +489,7 @@ class SkipListClient {
   absl::Status Write(uint64_t key, Path path, Decide&& decide, const V* value) {
     Route r;
     RETURN_IF_ERROR(RouteKey(key, path, &r));
-    uint64_t split_node = 0, split_low = 0;
+    uint64_t split_node = 0, split_low = 0, reclaim_node = 0, reclaim_low = 0;
     size_t split_height = 0;
     RETURN_IF_ERROR(WithNodes(r, [&](auto& a) -> absl::Status {
       uint64_t x = 0;
@@ -451,6 +513,10 @@ class SkipListClient {
           if (erase) {
             leaf_.SetBitmap(leaf_.bitmap() & ~(uint32_t{1} << i));
             rg.Add(W::kMeta, W::kMeta + 1);
+            if (x != 0 && leaf_.bitmap() == 0) {
+              reclaim_node = x;
+              reclaim_low = leaf_.low;
+            }
           } else if (insert && i >= 0) {
             I::EncodeValue(*value, leaf_.values[i]);
             rg.Add(W::Value(i), W::Value(i) + W::kValueWords);
@@ -480,27 +546,146 @@ class SkipListClient {
       return Corrupt(r, x, "starts a cycle of links");
     }));
     if (split_height > 1) return LinkTower(r, split_node, split_low, split_height);
+    if (reclaim_node != 0) return Reclaim(r, reclaim_node, reclaim_low);
     return absl::OkStatus();
   }
 
-  // Takes a never-used node from r's part pool (under the part's alloc lock).
+  // Takes a node from r's part pool, under the part's alloc lock: a freed
+  // one (dead: nothing writes it but the allocator's lock holders) if there
+  // is one, else a never-used one.
   template <typename A>
   absl::Status Allocate(A& a, const Route& r, uint64_t* idx) {
-    uint64_t next_free = 0;
-    rdma::ChainedRead also[1] = {{r.base + offsetof(skiplist_internal::PartHeader, next_free), &next_free, 8}};
-    return c_.WithLockAndRead(r, AllocLock(r), r.native() ? absl::Span<const rdma::ChainedRead>() : absl::MakeConstSpan(also),
-                              [&](bool also_done) -> absl::Status {
-                                if (!also_done) RETURN_IF_ERROR(a.LoadNextFree(&next_free));
-                                if (next_free + 1 >= nodes_) {
-                                  return absl::ResourceExhaustedError(absl::StrCat(
-                                      "SkipList: node ", r.home, "'s part is full: all ", nodes_, " nodes of ",
-                                      L::kNodeBytes, " bytes (part_bytes = ", part_bytes_,
-                                      ") are in use; raise SkipListOptions::part_bytes (and the arena size)"));
-                                }
-                                *idx = next_free + 1;
-                                a.StoreNextFree(next_free + 1);
-                                return a.Flush();
-                              });
+    constexpr uint64_t kNextFree = offsetof(skiplist_internal::PartHeader, next_free);
+    constexpr uint64_t kFreeHead = offsetof(skiplist_internal::PartHeader, free_head);
+    uint64_t hdr[2] = {0, 0};  // next_free, free_head
+    rdma::ChainedRead also[1] = {{r.base + kNextFree, hdr, 16}};
+    return c_.WithLockAndRead(
+        r, AllocLock(r), r.native() ? absl::Span<const rdma::ChainedRead>() : absl::MakeConstSpan(also),
+        [&](bool also_done) -> absl::Status {
+          if (!also_done) {
+            RETURN_IF_ERROR(a.LoadPartWord(kNextFree, &hdr[0]));
+            RETURN_IF_ERROR(a.LoadPartWord(kFreeHead, &hdr[1]));
+          }
+          if (hdr[1] != 0) {
+            const uint64_t n = hdr[1];
+            if (!InPool(n)) return Corrupt(r, n, "heads the free list but is outside the pool");
+            // Its link: a validated copy (no lock fallback: node locks come
+            // before the alloc lock, and a dead node's words are stable here).
+            I img;
+            bool valid = false;
+            for (int tries = 0; !valid; ++tries) {
+              if (tries == StructureClient::kOptimisticReads) return Corrupt(r, n, "(free) fails validation");
+              RETURN_IF_ERROR(a.template Snapshot<true>(n, &img, &valid));
+            }
+            if (img.live() && Policy::kMarkReclaimedDead) return Corrupt(r, n, "is on the free list but live");
+            *idx = n;
+            a.StorePartWord(kFreeHead, img.next[0]);
+            return a.Flush();
+          }
+          if (hdr[0] + 1 >= nodes_) {
+            return absl::ResourceExhaustedError(absl::StrCat(
+                "SkipList: node ", r.home, "'s part is full: all ", nodes_, " nodes of ", L::kNodeBytes,
+                " bytes (part_bytes = ", part_bytes_,
+                ") are in use; raise SkipListOptions::part_bytes (and the arena size)"));
+          }
+          *idx = hdr[0] + 1;
+          a.StorePartWord(kNextFree, hdr[0] + 1);
+          return a.Flush();
+        });
+  }
+
+  // Puts the dead node n (unlinked everywhere) on r's free list: under n's
+  // lock (stale writers may take it; they find it dead and leave) and the
+  // alloc lock, n.next[0] = free_head, free_head = n.
+  template <typename A>
+  absl::Status Free(A& a, const Route& r, uint64_t n) {
+    constexpr uint64_t kFreeHead = offsetof(skiplist_internal::PartHeader, free_head);
+    I img;
+    return Locked(a, r, n, &img, [&]() -> absl::Status {
+      if (img.live() && Policy::kMarkReclaimedDead) return Corrupt(r, n, "is being freed but live");
+      uint64_t head = 0;
+      return c_.WithLock(r, AllocLock(r), [&]() -> absl::Status {
+        RETURN_IF_ERROR(a.LoadPartWord(kFreeHead, &head));
+        img.next[0] = head;
+        Commit(a, n, img, Ranges().Add(W::kNext, W::kNext + 1));
+        a.StorePartWord(kFreeHead, n);
+        return a.Flush();
+      });
+    });
+  }
+
+  // Removes node n (low `low`), emptied by an erase, from r's part: drops its
+  // tower to height 1 (so no new level links it), unlinks it from each level
+  // above 0 under the locks of its predecessor there and of n, then at level
+  // 0, under the predecessor's lock and n's, extends the predecessor's range
+  // over n's and links past n, and marks n dead (in that order: the two
+  // ranges overlap for an instant, both empty there), and frees it. Gives up
+  // (leaving n in place, which is always correct) when n is no longer empty.
+  absl::Status Reclaim(const Route& r, uint64_t n, uint64_t low) {
+    return WithNodes(r, [&](auto& a) -> absl::Status {
+      size_t height = 1;
+      bool go = false;
+      I nimg;
+      RETURN_IF_ERROR(Locked(a, r, n, &nimg, [&]() -> absl::Status {
+        if (!nimg.live() || nimg.bitmap() != 0 || nimg.low != low) return absl::OkStatus();
+        go = true;
+        height = std::max<size_t>(1, nimg.height());
+        nimg.meta = (nimg.meta & ~(uint64_t{0xff} << 16)) | (uint64_t{1} << 16);
+        Commit(a, n, nimg, Ranges().Add(W::kMeta, W::kMeta + 1));
+        return absl::OkStatus();
+      }));
+      if (!go) return absl::OkStatus();
+      for (size_t level = height; level-- > 0;) {
+        for (int attempt = 0;; ++attempt) {
+          if (attempt > 1000) return absl::AbortedError("SkipList: could not unlink an empty node in 1000 attempts");
+          a.Forget();
+          uint64_t preds[kH] = {};
+          uint64_t unused;
+          RETURN_IF_ERROR(Descend(a, r, low - 1, level, &unused, preds));
+          const uint64_t p = preds[level];
+          enum { kAgain, kDone, kGiveUp } outcome = kAgain;
+          I pimg;
+          RETURN_IF_ERROR(Locked(a, r, p, &pimg, [&]() -> absl::Status {
+            if (p != 0 && (!pimg.live() || pimg.low >= low || pimg.height() <= level)) return absl::OkStatus();
+            if (pimg.next[level] != n) {
+              uint64_t s = pimg.next[level];
+              uint64_t slow = 0;
+              if (s != 0) RETURN_IF_ERROR(LoadWord(a, r, s, W::kLow, &slow));
+              // n is not linked here (the levels are sorted and p is its
+              // predecessor): done with this level, unless p is stale.
+              if (s == 0 || slow > low) outcome = level == 0 ? kGiveUp : kDone;
+              return absl::OkStatus();
+            }
+            I img;
+            return Locked(a, r, n, &img, [&]() -> absl::Status {
+              if (!img.live() || img.bitmap() != 0) {
+                outcome = kGiveUp;
+                return absl::OkStatus();
+              }
+              pimg.next[level] = img.next[level];
+              Ranges prg;
+              prg.Add(W::kNext + level, W::kNext + level + 1);
+              if (level == 0) {
+                pimg.high = img.high;
+                pimg.meta = (pimg.meta & ~skiplist_internal::kBounded) | (img.meta & skiplist_internal::kBounded);
+                prg.Add(W::kMeta, W::kHigh + 1);
+              }
+              Commit(a, p, pimg, prg);
+              if (level == 0 && Policy::kMarkReclaimedDead) {
+                img.meta &= ~skiplist_internal::kLive;
+                Commit(a, n, img, Ranges().Add(W::kMeta, W::kMeta + 1));
+              }  // (else a test-only mutant: n still claims its range)
+              outcome = kDone;
+              return absl::OkStatus();
+            });
+          }));
+          if (outcome == kGiveUp) return absl::OkStatus();
+          if (outcome == kDone) break;
+        }
+      }
+      ++stats_.reclaimed;
+      return Free(a, r, n);
+    });
   }
 
   size_t RandomHeight() {
@@ -526,7 +711,6 @@ class SkipListClient {
     const uint64_t m = leaf_.keys[order[kF / 2]];
     const size_t h = RandomHeight();
     I fresh{};
-    fresh.version = 2;
     fresh.meta = skiplist_internal::kLive | (leaf_.meta & skiplist_internal::kBounded) | (uint64_t{h} << 16);
     fresh.low = m;
     fresh.high = leaf_.high;
@@ -552,8 +736,16 @@ class SkipListClient {
       rg.Add(W::Key(j), W::Key(j) + 1).Add(W::Value(j), W::Value(j) + W::kValueWords);
     }
     fresh.SetBitmap(right_bits);
-    fresh.checksum = fresh.Checksum();
-    a.StoreFresh(n, fresh);
+    // The new node, under its own lock (a reused node can still be reached
+    // through stale links; writers that lock it meanwhile find it dead, or
+    // find the new range, and leave). Its version goes on from the old one.
+    I old;
+    RETURN_IF_ERROR(Locked(a, r, n, &old, [&]() -> absl::Status {
+      if (old.live() && Policy::kMarkReclaimedDead) return Corrupt(r, n, "was allocated but is live");
+      fresh.version = old.version;
+      Commit(a, n, fresh, Ranges().Add(W::kMeta, W::kChecksum));
+      return absl::OkStatus();
+    }));
     leaf_.SetBitmap(left_bits);
     leaf_.meta |= skiplist_internal::kBounded;
     leaf_.high = m;
@@ -572,6 +764,7 @@ class SkipListClient {
   // p.next[level] = n. Only hints: a failure here loses no key.
   absl::Status LinkTower(const Route& r, uint64_t n, uint64_t m, size_t height) {
     return WithNodes(r, [&](auto& a) -> absl::Status {
+      bool stop = false;
       for (size_t level = 1; level < height; ++level) {
         for (int attempt = 0;; ++attempt) {
           if (attempt > 1000) return absl::AbortedError("SkipList: could not link a tower level in 1000 attempts");
@@ -591,11 +784,21 @@ class SkipListClient {
               if (slow < m) return absl::OkStatus();  // p is no longer the predecessor: again
             }
             I nimg;
+            bool gone = false;
             RETURN_IF_ERROR(Locked(a, r, n, &nimg, [&]() -> absl::Status {
+              if (!nimg.live() || nimg.height() <= level || nimg.low != m) {  // being reclaimed
+                gone = true;
+                return absl::OkStatus();
+              }
               nimg.next[level] = s;
               Commit(a, n, nimg, Ranges().Add(W::kNext + level, W::kNext + level + 1));
               return absl::OkStatus();
             }));
+            if (gone) {
+              linked = true;
+              stop = true;
+              return absl::OkStatus();
+            }
             pimg.next[level] = n;
             Commit(a, p, pimg, Ranges().Add(W::kNext + level, W::kNext + level + 1));
             linked = true;
@@ -603,6 +806,7 @@ class SkipListClient {
           }));
           if (linked) break;
         }
+        if (stop) break;
       }
       return absl::OkStatus();
     });
@@ -631,6 +835,10 @@ class SkipListClient {
   std::array<I, 3> descent_cache_{};  // RemoteNodes' images
   I leaf_{}, walk_{};
   View view_{};
+  std::vector<I> ahead_;            // NextNode's copies READ ahead
+  std::vector<uint64_t> ahead_idx_;  // ... and their node indices
+  size_t ahead_pos_ = 0;
+  std::optional<uint64_t> started_at_;  // the cache key Start used, if any
   std::vector<Passed> passed_;
   SkipListStats stats_;
 };

@@ -26,7 +26,7 @@
 //   alloc_lock / lock .l_tail CpuWord    CPU (native       RDMA READ it
 //                                        lockers)
 //   ... .victim, .budgets     PlainWord  nobody            store/load, both sides
-//   next_free                 PlainWord  nobody            the alloc_lock holder
+//   next_free, free_head      PlainWord  nobody            the alloc_lock holder
 //                                                          stores; holders load
 //   node version .. checksum  PlainWord  nobody            the node-lock holder
 //                                                          stores (CPU stores or
@@ -37,17 +37,22 @@
 //  1. A node's words change only under its lock; `version` is odd while a
 //     writer changes them and grows by 2 per write; `checksum` covers every
 //     word from `version` on, with the version's new (even) value.
-//  2. A node's `low` never changes once the node is live; nodes are never
-//     freed, so every link ever read names a node that still exists and whose
-//     low is what it was. Erased entries are reclaimed in place (their slot
-//     is reused by later inserts into the node).
+//  2. A node's `low` never changes while it is live. An emptied node is
+//     unlinked (its range merged into its level-0 predecessor, which is
+//     written first), marked dead (not kLive) and freed for reuse; a reused
+//     node is live again with another range. So a link, a cached location or
+//     a copy may name a node that is dead or now owns other keys: every reader
+//     checks, on a validated copy, that the node is live and owns the key
+//     (low <= key < high), and moves right or descends again when not.
+//     Erased entries are reused in place.
 //  3. At any instant the live nodes' [low, high) at level 0 partition the
 //     part's key range, and a key's entry (if any) is in the node owning it.
 //     A split writes the new right node (entries, fence, links, kLive) before
 //     the left node's single write lowers its high and links it, so both
 //     statements hold before and after that write.
-//  4. next[i] of a node is 0 or a live node with a larger low (every level is
-//     sorted), which is all a descent needs of the levels above 0.
+//  4. next[i] of a live node is 0 or a live node with a larger low (every
+//     level is sorted: a node is unlinked from every level before it dies),
+//     which is all a descent needs of the levels above 0.
 
 #include <cstddef>
 #include <cstdint>
@@ -70,12 +75,14 @@ template <typename V>
 concept SkipListValue = std::is_trivially_copyable_v<V> && sizeof(V) <= kMaxValueBytes;
 
 struct alignas(64) PartHeader {
-  locks::ALockWord alloc_lock;  // guards next_free
-  rdma::PlainWord next_free;    // nodes handed out after the head: the next is next_free + 1
-  uint64_t pad_[7];
+  locks::ALockWord alloc_lock;  // guards next_free and free_head
+  rdma::PlainWord next_free;    // never-used nodes start at next_free + 1
+  rdma::PlainWord free_head;    // the first freed node (0: none); each links the next in next[0]
+  uint64_t pad_[6];
 };
 static_assert(std::is_standard_layout_v<PartHeader> && sizeof(PartHeader) == 128);
-static_assert(offsetof(PartHeader, alloc_lock) == 0 && offsetof(PartHeader, next_free) == 64);
+static_assert(offsetof(PartHeader, alloc_lock) == 0 && offsetof(PartHeader, next_free) == 64 &&
+              offsetof(PartHeader, free_head) == 72);
 
 inline constexpr uint64_t kNodesOffset = sizeof(PartHeader);
 

@@ -99,24 +99,21 @@ class NativeNodes {
     w[Words<V>::kChecksum].Store(img.checksum, std::memory_order_relaxed);
     w[0].Store(img.version, std::memory_order_release);
   }
-  // A node nobody can reach yet (just allocated): every word.
-  void StoreFresh(uint64_t idx, const I& img) {
-    rdma::PlainWord* w = NodeAt(idx).words();
-    for (size_t i = 0; i < I::kWords; ++i) w[i].Store(img.words()[i], std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-  }
-  absl::Status LoadNextFree(uint64_t* out) {
-    *out = Header().next_free.Load(std::memory_order_acquire);
+  // The part header's allocator words (PartHeader::next_free, free_head),
+  // by byte offset; the alloc_lock holder's.
+  absl::Status LoadPartWord(uint64_t offset, uint64_t* out) {
+    *out = reinterpret_cast<rdma::PlainWord*>(part_ + offset)->Load(std::memory_order_acquire);
     return absl::OkStatus();
   }
-  void StoreNextFree(uint64_t v) { Header().next_free.Store(v, std::memory_order_release); }
+  void StorePartWord(uint64_t offset, uint64_t v) {
+    reinterpret_cast<rdma::PlainWord*>(part_ + offset)->Store(v, std::memory_order_release);
+  }
   absl::Status Flush() { return absl::OkStatus(); }
   // Nothing is cached natively.
   void Forget() {}
 
  private:
   Node<V>& NodeAt(uint64_t idx) const { return *reinterpret_cast<Node<V>*>(part_ + L::NodeOffset(idx)); }
-  PartHeader& Header() const { return *reinterpret_cast<PartHeader*>(part_); }
 
   char* part_;
 };

@@ -18,6 +18,11 @@ struct SkipListPolicy {
   // NIC writers post their WRITEs before the unlocking CAS (same QP, so they
   // land first). false: unlock first, then post the WRITEs.
   static constexpr bool kWriteBeforeUnlock = true;
+  // A reclaimed (emptied, unlinked) node is marked dead before it is freed.
+  // false: it still claims its old range, so a reader that reaches it
+  // through a stale link or cached location answers for keys its
+  // predecessor now owns.
+  static constexpr bool kMarkReclaimedDead = true;
 };
 
 }  // namespace structures

@@ -19,9 +19,9 @@
 //    responder executes the WRITEs before the CAS, and the next holder
 //    (whose acquire follows that CAS) sees them. Native readers see the odd
 //    version land before any word (same-QP order) and the even one after.
-//  * A split stages the new node's whole image before the left node's write
-//    that links it: same QP, so no reader can follow the link to a node whose
-//    image has not landed.
+//  * A split writes the new node (under its lock) before the left node's
+//    write that links it, on the same QP: no reader can follow the link to a
+//    node whose image has not landed.
 
 #include <cstddef>
 #include <cstdint>
@@ -90,12 +90,8 @@ class RemoteNodes {
     Stage(ImagePtr(idx), img.version);
     Forget();
   }
-  void StoreFresh(uint64_t idx, const I& img) {
-    staged_.push_back({ImagePtr(idx), std::vector<uint64_t>(img.words(), img.words() + I::kWords)});
-    Forget();
-  }
-  absl::Status LoadNextFree(uint64_t* out) { return s_.Read(part_ + offsetof(PartHeader, next_free), out, 8); }
-  void StoreNextFree(uint64_t v) { Stage(part_ + offsetof(PartHeader, next_free), v); }
+  absl::Status LoadPartWord(uint64_t offset, uint64_t* out) { return s_.Read(part_ + offset, out, 8); }
+  void StorePartWord(uint64_t offset, uint64_t v) { Stage(part_ + offset, v); }
 
   // Posts the staged WRITEs in order in one chain (see the top of this file).
   absl::Status Flush() {

@@ -82,6 +82,20 @@ class SkipListLincheckTest : public ::testing::TestWithParam<std::string> {
     c.contains_percent = 5;
     return c;
   }
+  // 30 keys per node and an erase-heavy mix: nodes split, empty out, are
+  // unlinked, freed and reused while readers on every path (some through
+  // remembered locations of reclaimed nodes) look keys up.
+  StressConfig Reclaims(uint64_t seed) const {
+    StressConfig c = Base();
+    c.seed = seed;
+    c.num_keys = 90;
+    c.hot_keys = 0;
+    c.put_percent = 20;
+    c.insert_percent = 25;
+    c.erase_percent = 35;
+    c.contains_percent = 5;
+    return c;
+  }
   // LowerBound among the other operations on 12 keys around the split
   // points, so answers cross from one node's part into the next. Whole
   // histories, so short.
@@ -102,6 +116,7 @@ class SkipListLincheckTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(SkipListLincheckTest, HotKeysMixedPaths) { RunAndCheck(HotKeys(11)); }
 TEST_P(SkipListLincheckTest, SplitsUnderReaders) { RunAndCheck(Splits(12)); }
+TEST_P(SkipListLincheckTest, ReclamationUnderReaders) { RunAndCheck(Reclaims(16)); }
 TEST_P(SkipListLincheckTest, LowerBoundAcrossNodes) {
   for (uint64_t seed : {13, 14, 15}) RunAndCheck(LowerBounds(seed));
 }
@@ -121,6 +136,13 @@ TEST_P(SkipListLincheckByteCopiesTest, HotKeysMixedPaths) {
 }
 TEST_P(SkipListLincheckByteCopiesTest, SplitsUnderReaders) {
   StressConfig c = Splits(22);
+  c.byte_granular_copies = true;
+  c.slow_copy_node = 0;
+  c.slow_copy = std::chrono::microseconds(10);
+  RunAndCheck(c);
+}
+TEST_P(SkipListLincheckByteCopiesTest, ReclamationUnderReaders) {
+  StressConfig c = Reclaims(24);
   c.byte_granular_copies = true;
   c.slow_copy_node = 0;
   c.slow_copy = std::chrono::microseconds(10);

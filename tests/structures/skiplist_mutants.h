@@ -30,6 +30,13 @@ struct SkipMutantUnlockFirst : SkipListPolicy {
   static constexpr bool kWriteBeforeUnlock = false;
 };
 
+// (e) A reclaimer that frees an emptied node without marking it dead: a
+// reader that reaches it through a remembered location trusts its old range,
+// which its predecessor owns now.
+struct SkipMutantReclaimedStillLive : SkipListPolicy {
+  static constexpr bool kMarkReclaimedDead = false;
+};
+
 }  // namespace structures::testing
 
 #endif  // TESTS_STRUCTURES_SKIPLIST_MUTANTS_H_
