@@ -8,7 +8,7 @@
 //
 //   offset 0           PartHeader  alloc_lock (ALock), next_free
 //   kNodesOffset       Node 0      the part's head (owns the part's first keys)
-//   + i * kNodeBytes   Node i      handed out by the allocator, never freed
+//   + i * kNodeBytes   Node i      handed out by the allocator, freed when emptied
 //
 // A node is a B-link leaf with a skiplist tower: up to kFanout entries (key,
 // value) in no particular order (an occupancy bitmap says which are live;

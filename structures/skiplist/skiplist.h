@@ -31,10 +31,12 @@
 // cohort on CPU atomics, NIC cohort on RDMA CAS) and publish a new version of
 // it; readers take no lock and validate what they copied (native: the node's
 // version, a seqlock; NIC: the node's checksum), then move right when the key
-// is past the node's high fence (a split since they read the link). Nodes are
-// never freed, so every link ever read is safe to follow; erased entries are
-// reused in place. NIC clients remember where leaves are (low key -> node);
-// a stale entry is only a longer walk.
+// is past the node's high fence (a split since they read the link). Erased
+// entries are reused in place; an emptied node is unlinked (its range merged
+// into its predecessor), marked dead and reused by a later split. Every
+// reader checks on a validated copy that the node is live and owns the key,
+// so a stale link or remembered location (clients remember where leaves are:
+// low key -> node) is only a longer walk.
 //
 // Costs (uncontended, asserted by tests/structures/skiplist_test.cc):
 //   native, any operation: 0 NIC ops.
