@@ -6,7 +6,7 @@
 //
 // One node's part is a pool of fixed-size wide nodes behind a header:
 //
-//   offset 0           PartHeader  alloc_lock (ALock), next_free
+//   offset 0           PartHeader  alloc_lock (ALock), next_free, free_head
 //   kNodesOffset       Node 0      the part's head (owns the part's first keys)
 //   + i * kNodeBytes   Node i      handed out by the allocator, freed when emptied
 //
