@@ -15,9 +15,22 @@
 #include "absl/strings/string_view.h"
 #include "benchmark/benchmark.h"
 #include "rdma/fabric.h"
+#include "rdma/op_counters.h"
 #include "rdma/verbs/flags.h"
 
 namespace bench {
+
+// The per-operation NIC counts of a benchmark whose threads each measured
+// `delta` (their rdma::ThisThreadCounters difference): Google Benchmark sums
+// the counters over the threads and kAvgIterations divides by the total
+// iteration count, so these are per-operation averages over all threads.
+inline void SetPerOpCounters(benchmark::State& state, const rdma::OpCounters& delta) {
+  using C = benchmark::Counter;
+  state.counters["nic_ops/op"] = C(static_cast<double>(delta.nic_ops), C::kAvgIterations);
+  state.counters["doorbells/op"] = C(static_cast<double>(delta.doorbells), C::kAvgIterations);
+  state.counters["round_trips/op"] = C(static_cast<double>(delta.round_trips), C::kAvgIterations);
+  state.counters["bytes/op"] = C(static_cast<double>(delta.bytes), C::kAvgIterations);
+}
 
 struct MainSpec {
   const char* name;        // the binary, for messages

@@ -244,12 +244,7 @@ void RunTrace(benchmark::State& state, Target& target, const Workload& w) {
   }
   const rdma::OpCounters d = rdma::ThisThreadCounters() - before;
   using C = benchmark::Counter;
-  // Counters of all threads are summed; kAvgIterations divides by the total
-  // iteration count: per-operation averages over all threads.
-  state.counters["nic_ops/op"] = C(static_cast<double>(d.nic_ops), C::kAvgIterations);
-  state.counters["doorbells/op"] = C(static_cast<double>(d.doorbells), C::kAvgIterations);
-  state.counters["round_trips/op"] = C(static_cast<double>(d.round_trips), C::kAvgIterations);
-  state.counters["bytes/op"] = C(static_cast<double>(d.bytes), C::kAvgIterations);
+  bench::SetPerOpCounters(state, d);
   state.counters["misses"] = C(static_cast<double>(tally.misses));
   state.counters["wrong"] = C(static_cast<double>(tally.wrong));
   state.SetItemsProcessed(state.iterations());

@@ -295,10 +295,7 @@ void RunTrace(benchmark::State& state, Target& t, Mix mix, KeyDist dist, MapClie
   }
   const rdma::OpCounters d = rdma::ThisThreadCounters() - before;
   using C = benchmark::Counter;
-  state.counters["nic_ops/op"] = C(static_cast<double>(d.nic_ops), C::kAvgIterations);
-  state.counters["doorbells/op"] = C(static_cast<double>(d.doorbells), C::kAvgIterations);
-  state.counters["round_trips/op"] = C(static_cast<double>(d.round_trips), C::kAvgIterations);
-  state.counters["bytes/op"] = C(static_cast<double>(d.bytes), C::kAvgIterations);
+  bench::SetPerOpCounters(state, d);
   state.counters["misses"] = C(static_cast<double>(misses));
   state.counters["wrong"] = C(static_cast<double>(wrong));
   uint64_t gets = 0;

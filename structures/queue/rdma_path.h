@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
+#include "structures/common/staged_writes.h"
 #include "structures/queue/layout.h"
 
 namespace structures::queue_internal {
@@ -80,25 +81,12 @@ class RemoteRing {
 
   void StorePayloads(uint64_t first, size_t n, const uint64_t* words) { Stage(first, n, words, true); }
   void StoreSeqs(uint64_t first, size_t n, const uint64_t* values) { Stage(first, n, values, false); }
-  void StoreCounter(uint64_t v) { staged_.push_back({CounterPtr(), std::vector<uint64_t>{v}}); }
+  void StoreCounter(uint64_t v) { staged_.Stage64(CounterPtr(), v); }
 
   // Posts the staged WRITEs, in order, in one chain (see the top of this file).
-  absl::Status Flush() {
-    if (staged_.empty()) return absl::OkStatus();
-    bool all_inline = true;
-    for (const Write& w : staged_) all_inline = all_inline && s_.FitsInline(8 * w.words.size());
-    rdma::Batch b(s_, part_.node());
-    for (const Write& w : staged_) b.Write(w.dst, w.words.data(), 8 * w.words.size());
-    staged_.clear();
-    return all_inline ? b.PostWithoutWaiting() : b.Execute();
-  }
+  absl::Status Flush() { return staged_.Flush(s_, part_.node()); }
 
  private:
-  struct Write {
-    rdma::RemotePtr dst;
-    std::vector<uint64_t> words;
-  };
-
   rdma::RemotePtr CounterPtr() const { return part_ + (producer_ ? offsetof(Header, tail) : offsetof(Header, head)); }
   rdma::RemotePtr Ptr(uint64_t position, bool payload) const {
     const uint64_t slot = l_.Slot(position);
@@ -122,8 +110,7 @@ class RemoteRing {
     size_t done = 0;
     while (done < n) {
       const size_t run = static_cast<size_t>(std::min<uint64_t>(n - done, l_.capacity - l_.Slot(first + done)));
-      staged_.push_back({Ptr(first + done, payload),
-                         std::vector<uint64_t>(words + per * done, words + per * (done + run))});
+      staged_.Stage(Ptr(first + done, payload), words + per * done, per * run);
       done += run;
     }
   }
@@ -138,7 +125,7 @@ class RemoteRing {
   size_t n_ = 0;
   const uint64_t* seqs_ = nullptr;
   const uint64_t* payloads_ = nullptr;
-  std::vector<Write> staged_;
+  StagedWrites staged_;
 };
 
 }  // namespace structures::queue_internal

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
+#include "structures/common/staged_writes.h"
 #include "structures/skiplist/layout.h"
 
 namespace structures::skiplist_internal {
@@ -81,39 +82,24 @@ class RemoteNodes {
   absl::Status SnapshotLocked(uint64_t idx, I* out) { return s_.Read(ImagePtr(idx), out, sizeof(I)); }
 
   void Store(uint64_t idx, const I& img, const Ranges& r) {
-    Stage(ImagePtr(idx), img.version - 1);
+    staged_.Stage64(ImagePtr(idx), img.version - 1);
     for (size_t k = 0; k < r.n; ++k) {
-      staged_.push_back({ImagePtr(idx) + 8 * r.first[k],
-                         std::vector<uint64_t>(img.words() + r.first[k], img.words() + r.last[k])});
+      staged_.Stage(ImagePtr(idx) + 8 * r.first[k], img.words() + r.first[k], r.last[k] - r.first[k]);
     }
-    Stage(ImagePtr(idx) + 8 * Words<V>::kChecksum, img.checksum);
-    Stage(ImagePtr(idx), img.version);
+    staged_.Stage64(ImagePtr(idx) + 8 * Words<V>::kChecksum, img.checksum);
+    staged_.Stage64(ImagePtr(idx), img.version);
     Forget();
   }
   absl::Status LoadPartWord(uint64_t offset, uint64_t* out) { return s_.Read(part_ + offset, out, 8); }
-  void StorePartWord(uint64_t offset, uint64_t v) { Stage(part_ + offset, v); }
+  void StorePartWord(uint64_t offset, uint64_t v) { staged_.Stage64(part_ + offset, v); }
 
   // Posts the staged WRITEs in order in one chain (see the top of this file).
-  absl::Status Flush() {
-    if (staged_.empty()) return absl::OkStatus();
-    bool all_inline = true;
-    for (const Write& w : staged_) all_inline = all_inline && s_.FitsInline(8 * w.words.size());
-    rdma::Batch b(s_, part_.node());
-    for (const Write& w : staged_) b.Write(w.dst, w.words.data(), 8 * w.words.size());
-    absl::Status st = all_inline ? b.PostWithoutWaiting() : b.Execute();
-    staged_.clear();
-    return st;
-  }
+  absl::Status Flush() { return staged_.Flush(s_, part_.node()); }
   // Drops the descent's cached images (after this thread wrote).
   void Forget() { cached_[0] = cached_[1] = 0; }
 
  private:
-  struct Write {
-    rdma::RemotePtr dst;
-    std::vector<uint64_t> words;
-  };
   rdma::RemotePtr ImagePtr(uint64_t idx) const { return part_ + (L::NodeOffset(idx) + L::kImageOffset); }
-  void Stage(rdma::RemotePtr dst, uint64_t v) { staged_.push_back({dst, std::vector<uint64_t>{v}}); }
 
   rdma::Session& s_;
   rdma::RemotePtr part_;
@@ -121,7 +107,7 @@ class RemoteNodes {
   uint64_t cached_[2] = {0, 0};  // node index + 1 of cache_[k]; 0 = empty
   int victim_ = 0;
   int next_slot_ = 0;
-  std::vector<Write> staged_;
+  StagedWrites staged_;
 };
 
 }  // namespace structures::skiplist_internal

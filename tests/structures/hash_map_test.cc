@@ -18,6 +18,7 @@
 #include "rdma/soft/soft_nic.h"
 #include "structures/hash_map/hash_map.h"
 #include "testing/backends.h"
+#include "testing/op_cost.h"
 
 namespace structures {
 namespace {
@@ -353,16 +354,9 @@ TEST_P(HashMapTest, OperationCosts) {
   ASSERT_TRUE(c.ok());
   const uint64_t local = KeysHomedAt(*map, 0, 1)[0];
   const uint64_t remote = KeysHomedAt(*map, 1, 1)[0];
-  auto cost = [](auto&& op) {
-    const rdma::OpCounters before = rdma::ThisThreadCounters();
-    op();
-    return rdma::ThisThreadCounters() - before;
-  };
-  auto print = [](const char* what, const rdma::OpCounters& o) {
-    std::printf("%-28s nic_ops %llu doorbells %llu round_trips %llu bytes %llu\n", what,
-                static_cast<unsigned long long>(o.nic_ops), static_cast<unsigned long long>(o.doorbells),
-                static_cast<unsigned long long>(o.round_trips), static_cast<unsigned long long>(o.bytes));
-  };
+  auto cost = [](auto&& op) { return rdma::testing::CostOf(op); };
+  auto print = [](const std::string& what, const rdma::OpCounters& o) { rdma::testing::PrintCost(what, o); };
+
   const Val24 v = MakeVal24(1);
   // Native: no NIC at all.
   for (auto [name, o] : {std::pair{"native put (new)", cost([&] { ASSERT_TRUE((*c)->Put(local, v).ok()); })},

@@ -18,6 +18,7 @@
 #include "rdma/op_counters.h"
 #include "structures/queue/queue.h"
 #include "testing/backends.h"
+#include "testing/op_cost.h"
 
 namespace structures {
 namespace {
@@ -239,16 +240,9 @@ TEST_P(QueueTest, OperationCosts) {
   ASSERT_TRUE(q.ok());
   auto c = q->NewClient(e.cluster->node(0), e.session.get());
   ASSERT_TRUE(c.ok());
-  auto cost = [](auto&& op) {
-    const rdma::OpCounters before = rdma::ThisThreadCounters();
-    op();
-    return rdma::ThisThreadCounters() - before;
-  };
-  auto print = [](const std::string& what, const rdma::OpCounters& o) {
-    std::printf("%-32s nic_ops %llu doorbells %llu round_trips %llu bytes %llu\n", what.c_str(),
-                static_cast<unsigned long long>(o.nic_ops), static_cast<unsigned long long>(o.doorbells),
-                static_cast<unsigned long long>(o.round_trips), static_cast<unsigned long long>(o.bytes));
-  };
+  auto cost = [](auto&& op) { return rdma::testing::CostOf(op); };
+  auto print = [](const std::string& what, const rdma::OpCounters& o) { rdma::testing::PrintCost(what, o); };
+
   const Msg m = MakeMsg(1);
   for (auto [name, o] :
        {std::pair{"native enqueue", cost([&] { ASSERT_TRUE(*(*c)->Enqueue(0, m)); })},

@@ -125,35 +125,28 @@ TEST_P(SkipListLincheckTest, LowerBoundAcrossNodes) {
 // does, and node 0's image copies parked mid-word: every optimistic NIC read
 // can be torn against native writers, and NIC writes half seen by native
 // readers. Soft only (rxe does this natively).
-class SkipListLincheckByteCopiesTest : public SkipListLincheckTest {};
+class SkipListLincheckByteCopiesTest : public SkipListLincheckTest {
+ protected:
+  // Byte copies, and node 0's image copies parked mid-word for 10 µs.
+  static StressConfig ByteCopies(StressConfig c) {
+    c.byte_granular_copies = true;
+    c.slow_copy_node = 0;
+    c.slow_copy = std::chrono::microseconds(10);
+    return c;
+  }
+};
 
 TEST_P(SkipListLincheckByteCopiesTest, HotKeysMixedPaths) {
-  StressConfig c = HotKeys(21);
-  c.byte_granular_copies = true;
-  c.slow_copy_node = 0;
-  c.slow_copy = std::chrono::microseconds(10);
-  RunAndCheck(c);
+  RunAndCheck(ByteCopies(HotKeys(21)));
 }
 TEST_P(SkipListLincheckByteCopiesTest, SplitsUnderReaders) {
-  StressConfig c = Splits(22);
-  c.byte_granular_copies = true;
-  c.slow_copy_node = 0;
-  c.slow_copy = std::chrono::microseconds(10);
-  RunAndCheck(c);
+  RunAndCheck(ByteCopies(Splits(22)));
 }
 TEST_P(SkipListLincheckByteCopiesTest, ReclamationUnderReaders) {
-  StressConfig c = Reclaims(24);
-  c.byte_granular_copies = true;
-  c.slow_copy_node = 0;
-  c.slow_copy = std::chrono::microseconds(10);
-  RunAndCheck(c);
+  RunAndCheck(ByteCopies(Reclaims(24)));
 }
 TEST_P(SkipListLincheckByteCopiesTest, LowerBoundAcrossNodes) {
-  StressConfig c = LowerBounds(23);
-  c.byte_granular_copies = true;
-  c.slow_copy_node = 0;
-  c.slow_copy = std::chrono::microseconds(10);
-  RunAndCheck(c);
+  RunAndCheck(ByteCopies(LowerBounds(23)));
 }
 
 // Scan is weakly consistent. Writers on every path insert and erase

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -35,6 +36,41 @@ StressConfig Base() {
   return c;
 }
 
+// Two nodes on the soft NIC, a map (of Policy) whose node 0 owns the keys
+// below `split`, a native client on node 0 (no Session) and a client on node
+// 1, remote for node 0's keys. Members go in the order they must be torn down.
+template <typename Policy>
+struct Directed {
+  std::unique_ptr<rdma::Cluster> cluster;
+  std::optional<SkipList<StressValue, Policy>> map;
+  std::unique_ptr<rdma::Session> session;
+  std::unique_ptr<typename SkipList<StressValue, Policy>::Client> native, remote;
+};
+template <typename Policy>
+bool MakeDirected(uint64_t split, bool byte_copies, Directed<Policy>* d) {
+  d->cluster = rdma::testing::MakeCluster("soft", 2, 16 << 20, {std::chrono::nanoseconds(0), byte_copies});
+  if (d->cluster == nullptr) {
+    ADD_FAILURE() << "no cluster";
+    return false;
+  }
+  SkipListOptions o;
+  o.split_keys = {split};
+  o.part_bytes = 1 << 20;
+  auto map = SkipList<StressValue, Policy>::Create(*d->cluster, o);
+  auto s1 = d->cluster->NewSession(1);
+  EXPECT_TRUE(map.ok() && s1.ok());
+  if (!map.ok() || !s1.ok()) return false;
+  d->map.emplace(std::move(*map));
+  d->session = std::move(*s1);
+  auto native = d->map->NewClient(d->cluster->node(0), nullptr);
+  auto remote = d->map->NewClient(d->cluster->node(1), d->session.get());
+  EXPECT_TRUE(native.ok() && remote.ok()) << native.status() << " " << remote.status();
+  if (!native.ok() || !remote.ok()) return false;
+  d->native = std::move(*native);
+  d->remote = std::move(*remote);
+  return true;
+}
+
 // A write landing inside a NIC reader's READ, made to happen at a known
 // point: node 0's soft NIC calls back in the middle of copying key 7's node
 // image (after `at` words, or bytes in byte-copy mode, of each READ), and the
@@ -44,40 +80,27 @@ StressConfig Base() {
 // value read was whole.
 template <typename Policy>
 bool ReaderGetsWholeValues(bool byte_copies) {
-  std::unique_ptr<rdma::Cluster> cluster =
-      rdma::testing::MakeCluster("soft", 2, 16 << 20, {std::chrono::nanoseconds(0), byte_copies});
-  if (cluster == nullptr) {
-    ADD_FAILURE() << "no cluster";
-    return false;
-  }
-  SkipListOptions o;
-  o.split_keys = {1000};
-  o.part_bytes = 1 << 20;
-  auto map = SkipList<StressValue, Policy>::Create(*cluster, o);
-  auto s1 = cluster->NewSession(1);
-  EXPECT_TRUE(map.ok() && s1.ok());
-  if (!map.ok() || !s1.ok()) return false;
-  auto writer = map->NewClient(cluster->node(0), nullptr);  // used only inside the hook
-  auto reader = map->NewClient(cluster->node(1), s1->get());
-  EXPECT_TRUE(writer.ok() && reader.ok()) << writer.status() << " " << reader.status();
-  if (!writer.ok() || !reader.ok()) return false;
-  EXPECT_TRUE((*writer)->Put(7, StressValue{{1, 1, 1, 1}}).ok());
-  EXPECT_TRUE((*reader)->Get(7).ok());  // remembers the leaf: the gets below READ only it
+  Directed<Policy> d;
+  if (!MakeDirected(1000, byte_copies, &d)) return false;
+  auto& writer = d.native;  // used only inside the hook
+  auto& reader = d.remote;
+  EXPECT_TRUE(writer->Put(7, StressValue{{1, 1, 1, 1}}).ok());
+  EXPECT_TRUE(reader->Get(7).ok());  // remembers the leaf: the gets below READ only it
   using W = skiplist_internal::Words<StressValue>;
   const uint64_t at = byte_copies ? 8 * (W::Value(0) + 1) + 3 : W::Value(0) + 1;
   int writes_left = 0;
   int64_t next = 2;
-  rdma::soft::SoftDevice* dev = rdma::soft::AsSoftDevice(cluster->node(0).device());
+  rdma::soft::SoftDevice* dev = rdma::soft::AsSoftDevice(d.cluster->node(0).device());
   dev->faults().SetCopyHook([&](uint64_t index) {
     if (index != at || writes_left == 0) return;
     --writes_left;
     const int64_t v = next++;
-    EXPECT_TRUE((*writer)->Put(7, StressValue{{v, v, v, v}}).ok());
+    EXPECT_TRUE(writer->Put(7, StressValue{{v, v, v, v}}).ok());
   });
   bool whole = true;
   for (int i = 0; i < 20; ++i) {
     writes_left = 3;
-    auto g = (*reader)->Get(7);
+    auto g = reader->Get(7);
     EXPECT_TRUE(g.ok()) << g.status();
     if (!g.ok() || !g->has_value()) {
       whole = false;
@@ -88,7 +111,7 @@ bool ReaderGetsWholeValues(bool byte_copies) {
   }
   dev->faults().SetCopyHook(nullptr);
   // A validating reader saw the tears (and retried): the test did test.
-  if (Policy::kValidateReads) EXPECT_GT((*reader)->read_stats().torn_reads, 0u) << "no READ was torn";
+  if (Policy::kValidateReads) EXPECT_GT(reader->read_stats().torn_reads, 0u) << "no READ was torn";
   return whole;
 }
 
@@ -116,40 +139,27 @@ StressConfig WriterRaceConfig(bool byte_copies = false) {
 // gets 10 again, starting at the remembered (now split) leaf. True when every
 // get found its key.
 template <typename Policy>
-bool ReaderFindsKeysMovedBySplits(const std::string& backend) {
-  std::unique_ptr<rdma::Cluster> cluster = rdma::testing::MakeCluster(backend, 2, 16 << 20, {});
-  if (cluster == nullptr) {
-    ADD_FAILURE() << "no cluster";
-    return false;
-  }
-  SkipListOptions o;
-  o.split_keys = {1000};
-  o.part_bytes = 1 << 20;
-  auto map = SkipList<StressValue, Policy>::Create(*cluster, o);
-  EXPECT_TRUE(map.ok()) << map.status();
-  auto s1 = cluster->NewSession(1);
-  EXPECT_TRUE(s1.ok());
-  if (!map.ok() || !s1.ok()) return false;
-  auto native = map->NewClient(cluster->node(0), nullptr);
-  auto remote = map->NewClient(cluster->node(1), s1->get());
-  EXPECT_TRUE(native.ok() && remote.ok()) << native.status() << " " << remote.status();
-  if (!native.ok() || !remote.ok()) return false;
+bool ReaderFindsKeysMovedBySplits() {
+  Directed<Policy> d;
+  if (!MakeDirected(1000, false, &d)) return false;
+  auto& native = d.native;
+  auto& remote = d.remote;
   const StressValue v{{1, 1, 1, 1}};
   bool all_found = true;
   for (uint64_t round = 0; round < 8; ++round) {
     // Keys 10 + 100 * round + [0, 16): the reader caches the leaf holding
     // the round's key, then 15 more keys below it fill and split that leaf.
     const uint64_t base = 100 * round;
-    EXPECT_TRUE((*native)->Put(base + 50, v).ok());
-    auto first = (*remote)->Get(base + 50);
+    EXPECT_TRUE(native->Put(base + 50, v).ok());
+    auto first = remote->Get(base + 50);
     EXPECT_TRUE(first.ok());
     if (!first.ok() || !first->has_value()) all_found = false;
-    for (uint64_t k = base + 1; k < base + 40; k += 2) EXPECT_TRUE((*native)->Put(k, v).ok());
-    auto again = (*remote)->Get(base + 50);
+    for (uint64_t k = base + 1; k < base + 40; k += 2) EXPECT_TRUE(native->Put(k, v).ok());
+    auto again = remote->Get(base + 50);
     EXPECT_TRUE(again.ok());
     if (!again.ok() || !again->has_value()) all_found = false;
   }
-  EXPECT_GT((*native)->stats().splits, 0u);
+  EXPECT_GT(native->stats().splits, 0u);
   return all_found;
 }
 
@@ -160,22 +170,10 @@ bool ReaderFindsKeysMovedBySplits(const std::string& backend) {
 // gets 507, starting at the remembered node. True when it found it every time.
 template <typename Policy>
 bool ReaderFindsKeysAfterReclamation() {
-  std::unique_ptr<rdma::Cluster> cluster = rdma::testing::MakeCluster("soft", 2, 16 << 20, {});
-  if (cluster == nullptr) {
-    ADD_FAILURE() << "no cluster";
-    return false;
-  }
-  SkipListOptions o;
-  o.split_keys = {100000};
-  o.part_bytes = 1 << 20;
-  auto map = SkipList<StressValue, Policy>::Create(*cluster, o);
-  auto s1 = cluster->NewSession(1);
-  EXPECT_TRUE(map.ok() && s1.ok());
-  if (!map.ok() || !s1.ok()) return false;
-  auto native = map->NewClient(cluster->node(0), nullptr);
-  auto remote = map->NewClient(cluster->node(1), s1->get());
-  EXPECT_TRUE(native.ok() && remote.ok());
-  if (!native.ok() || !remote.ok()) return false;
+  Directed<Policy> d;
+  if (!MakeDirected(100000, false, &d)) return false;
+  auto& native = d.native;
+  auto& remote = d.remote;
   const StressValue v{{1, 1, 1, 1}};
   // Every step must succeed; a mutant's broken free list may also show up
   // as an error (also a catch: the real map never returns one here).
@@ -190,18 +188,18 @@ bool ReaderFindsKeysAfterReclamation() {
   for (uint64_t round = 0; round < 4 && all_found; ++round) {
     const uint64_t base = 1000 * (round + 1);
     // base .. base+15 fill one node (after the keys below them split off).
-    for (uint64_t k = base - 100; k < base + 16; ++k) ok((*native)->Put(k, v).status());
-    for (uint64_t k = base; k < base + 16; ++k) ok((*remote)->Get(k).status());  // remembered
-    for (uint64_t k = base; k < base + 16; ++k) ok((*native)->Erase(k).status());
+    for (uint64_t k = base - 100; k < base + 16; ++k) ok(native->Put(k, v).status());
+    for (uint64_t k = base; k < base + 16; ++k) ok(remote->Get(k).status());  // remembered
+    for (uint64_t k = base; k < base + 16; ++k) ok(native->Erase(k).status());
     // A fresh client (no remembered locations) puts the key: it descends to
     // the predecessor, which owns the key now.
-    auto fresh = map->NewClient(cluster->node(0), nullptr);
+    auto fresh = d.map->NewClient(d.cluster->node(0), nullptr);
     if (!ok(fresh.status())) break;
     ok((*fresh)->Put(base + 7, v).status());
-    auto g = (*remote)->Get(base + 7);
+    auto g = remote->Get(base + 7);
     if (ok(g.status()) && !g->has_value()) all_found = false;
   }
-  if (Policy::kMarkReclaimedDead) EXPECT_GT((*native)->stats().reclaimed, 0u);
+  if (Policy::kMarkReclaimedDead) EXPECT_GT(native->stats().reclaimed, 0u);
   return all_found;
 }
 
@@ -221,8 +219,8 @@ TEST(SkipListMutantTest, NativeWriterWithoutLockIsCaught) {
 }
 
 TEST(SkipListMutantTest, ReaderThatDoesNotMoveRightIsCaught) {
-  EXPECT_TRUE(ReaderFindsKeysMovedBySplits<SkipListPolicy>("soft"));
-  EXPECT_FALSE(ReaderFindsKeysMovedBySplits<SkipMutantNoMoveRight>("soft"));
+  EXPECT_TRUE(ReaderFindsKeysMovedBySplits<SkipListPolicy>());
+  EXPECT_FALSE(ReaderFindsKeysMovedBySplits<SkipMutantNoMoveRight>());
 }
 
 TEST(SkipListMutantTest, NicWriterThatUnlocksFirstIsCaught) {

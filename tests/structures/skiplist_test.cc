@@ -20,6 +20,7 @@
 #include "rdma/op_counters.h"
 #include "structures/skiplist/skiplist.h"
 #include "testing/backends.h"
+#include "testing/op_cost.h"
 
 namespace structures {
 namespace {
@@ -178,10 +179,10 @@ TEST_P(SkipListTest, ManyKeysBuildTowers) {
     EXPECT_EQ(**a, MakeRow(k));
   }
   (*remote)->ClearCache();
-  const rdma::OpCounters before = rdma::ThisThreadCounters();
-  auto g = (*remote)->Get((1234 * 2654435761u) % (kKeys * 16));
-  const rdma::OpCounters cold = rdma::ThisThreadCounters() - before;
-  ASSERT_TRUE(g.ok() && g->has_value());
+  const rdma::OpCounters cold = rdma::testing::CostOf([&] {
+    auto g = (*remote)->Get((1234 * 2654435761u) % (kKeys * 16));
+    ASSERT_TRUE(g.ok() && g->has_value());
+  });
   // ~6000 keys in >= 375 nodes: a list walk would READ hundreds of nodes.
   EXPECT_LT(cold.nic_ops, 60u) << "a cold descent should use the towers";
   std::printf("cold remote get over %llu keys: %llu READs\n", static_cast<unsigned long long>(kKeys),
@@ -361,16 +362,9 @@ TEST_P(SkipListTest, OperationCosts) {
   ASSERT_TRUE(map.ok());
   auto c = map->NewClient(e.cluster->node(0), e.session.get());
   ASSERT_TRUE(c.ok());
-  auto cost = [](auto&& op) {
-    const rdma::OpCounters before = rdma::ThisThreadCounters();
-    op();
-    return rdma::ThisThreadCounters() - before;
-  };
-  auto print = [](const std::string& what, const rdma::OpCounters& o) {
-    std::printf("%-28s nic_ops %llu doorbells %llu round_trips %llu bytes %llu\n", what.c_str(),
-                static_cast<unsigned long long>(o.nic_ops), static_cast<unsigned long long>(o.doorbells),
-                static_cast<unsigned long long>(o.round_trips), static_cast<unsigned long long>(o.bytes));
-  };
+  auto cost = [](auto&& op) { return rdma::testing::CostOf(op); };
+  auto print = [](const std::string& what, const rdma::OpCounters& o) { rdma::testing::PrintCost(what, o); };
+
   // Native: nothing through the NIC.
   for (uint64_t k = 0; k < 40; ++k) ASSERT_TRUE((*c)->Put(k, MakeRow(k)).ok());
   const rdma::OpCounters native = cost([&] {
