@@ -47,6 +47,7 @@
 #include "absl/base/attributes.h"
 #include "locks/alock.h"
 #include "structures/common/checksum.h"
+#include "structures/common/value_words.h"
 #include "locks/lock.h"
 #include "rdma/rmw_word.h"
 #include "rdma/remote_ptr.h"
@@ -72,7 +73,7 @@ struct SlotLayout {
   static_assert(std::is_trivially_copyable_v<V>, "HashMap values must be trivially copyable");
   static_assert(sizeof(V) <= kMaxValueBytes, "HashMap values are at most 56 bytes");
 
-  static constexpr size_t kValueWords = sizeof(V) == 0 ? 1 : (sizeof(V) + 7) / 8;
+  static constexpr size_t kValueWords = ::structures::kValueWords<V>;
   static constexpr size_t kStateWord = 0;
   static constexpr size_t kKeyWord = 1;
   static constexpr size_t kValueWord = 2;
@@ -95,15 +96,8 @@ struct SlotLayout {
     return (((old >> 1) + 1) << 1) | (occupied ? 1 : 0);
   }
 
-  static void EncodeValue(const V& v, uint64_t* value_words) {
-    std::memset(value_words, 0, 8 * kValueWords);
-    std::memcpy(value_words, &v, sizeof(V));
-  }
-  static V DecodeValue(const uint64_t* value_words) {
-    V v;
-    std::memcpy(&v, value_words, sizeof(V));
-    return v;
-  }
+  static void EncodeValue(const V& v, uint64_t* value_words) { EncodeValueWords(v, value_words); }
+  static V DecodeValue(const uint64_t* value_words) { return DecodeValueWords<V>(value_words); }
 
   // Fills `out` (kWords) with the slot that a write of (key -> value), or of
   // "empty" when value is null, after a slot in state `old_state` stores.

@@ -66,6 +66,7 @@
 #include "locks/alock.h"
 #include "locks/lock.h"
 #include "rdma/rmw_word.h"
+#include "structures/common/value_words.h"
 
 namespace structures::queue_internal {
 
@@ -95,7 +96,7 @@ inline constexpr uint64_t kSeqOffset = sizeof(Header);
 // The ring's offsets for a value type and a capacity (known at run time).
 template <typename V>
 struct RingLayout {
-  static constexpr size_t kValueWords = sizeof(V) == 0 ? 1 : (sizeof(V) + 7) / 8;
+  static constexpr size_t kValueWords = ::structures::kValueWords<V>;
   static constexpr size_t kValueBytes = 8 * kValueWords;
 
   uint64_t capacity = 0;
@@ -112,15 +113,8 @@ struct RingLayout {
   uint64_t HoldsValueOf(uint64_t position) const { return FreeFor(position) + 1; }
   uint64_t FreedAfter(uint64_t position) const { return FreeFor(position) + capacity; }
 
-  static void Encode(const V& v, uint64_t* words) {
-    std::memset(words, 0, kValueBytes);
-    std::memcpy(words, &v, sizeof(V));
-  }
-  static V Decode(const uint64_t* words) {
-    V v;
-    std::memcpy(&v, words, sizeof(V));
-    return v;
-  }
+  static void Encode(const V& v, uint64_t* words) { EncodeValueWords(v, words); }
+  static V Decode(const uint64_t* words) { return DecodeValueWords<V>(words); }
 };
 
 // What a seq word says to a producer at position p, or to a consumer at h.

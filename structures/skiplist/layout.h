@@ -63,6 +63,7 @@
 #include "locks/lock.h"
 #include "rdma/rmw_word.h"
 #include "structures/common/checksum.h"
+#include "structures/common/value_words.h"
 
 namespace structures::skiplist_internal {
 
@@ -96,7 +97,7 @@ inline constexpr uint64_t kLive = uint64_t{1} << 33;
 // "image"). The registered-memory Node below has the same words as PlainWords.
 template <typename V>
 struct NodeImage {
-  static constexpr size_t kValueWords = sizeof(V) == 0 ? 1 : (sizeof(V) + 7) / 8;
+  static constexpr size_t kValueWords = ::structures::kValueWords<V>;
 
   uint64_t version;
   uint64_t meta;
@@ -152,15 +153,8 @@ struct NodeImage {
   }
   void SetBitmap(uint32_t b) { meta = (meta & ~kFullBitmap) | b; }
 
-  static void EncodeValue(const V& v, uint64_t* out) {
-    std::memset(out, 0, 8 * kValueWords);
-    std::memcpy(out, &v, sizeof(V));
-  }
-  static V DecodeValue(const uint64_t* w) {
-    V v;
-    std::memcpy(&v, w, sizeof(V));
-    return v;
-  }
+  static void EncodeValue(const V& v, uint64_t* out) { EncodeValueWords(v, out); }
+  static V DecodeValue(const uint64_t* w) { return DecodeValueWords<V>(w); }
 };
 
 // What a point lookup needs of the node owning (or not) a key: the fence,

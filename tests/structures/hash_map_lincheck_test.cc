@@ -14,6 +14,7 @@
 #include "tests/lincheck/test_util.h"
 #include "tests/structures/map_models.h"
 #include "tests/structures/hash_map_stress.h"
+#include "tests/structures/map_mutant_util.h"
 
 namespace structures::testing {
 namespace {
@@ -24,30 +25,16 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
     StressConfig c;
     c.backend = GetParam();
     c.nodes = 3;
-    // Native operations are ~100x faster than NIC ones: the native workers
-    // pause between operations so that they overlap the whole NIC run.
-    const auto think = std::chrono::microseconds(c.backend == "soft" ? 30 : 1000);
-    c.workers = {{0, Path::kAuto, StressWorker::kMixed, think},
-                 {0, Path::kAuto, StressWorker::kMixed, think},
-                 {0, Path::kLoopback},
-                 {1, Path::kAuto},
-                 {2, Path::kAuto}};
+    c.workers = MixedPathWorkers(c.backend);
     // The soft NIC runs ~1 µs per op; verbs in the TCG guest ~100x slower.
     c.ops_per_worker = c.backend == "soft" ? 4000 : 800;
     c.duration = std::chrono::milliseconds(c.backend == "soft" ? 4000 : 15000);
     return c;
   }
   void RunAndCheck(const StressConfig& c) {
-    StressResult r = RunStress<HashMapPolicy>(c);
-    EXPECT_EQ(r.errors, 0u) << r.first_error;
-    std::printf("%llu ops recorded, %llu torn reads retried, %llu reads under the lock\n",
-                static_cast<unsigned long long>(r.history.size()), static_cast<unsigned long long>(r.torn_reads),
-                static_cast<unsigned long long>(r.locked_reads));
-    EXPECT_GT(r.history.size(), c.workers.size() * 10);
-    lincheck::CheckOptions o;
-    o.timeout = absl::Seconds(20);
-    EXPECT_TRUE(lincheck::IsLinearizable(HashMapModel(), r.history, o));
+    ExpectLinearizable<HashMap<StressValue, HashMapPolicy>>(c, HashMapModel(), absl::Seconds(20), "");
   }
+
 
   // Few keys take most operations: heavy contention on the same slots across
   // all three paths, with slot reuse (erase + insert) inside shared groups.

@@ -53,25 +53,7 @@ StressConfig TornReadConfig(bool byte_copies = false) {
   return c;
 }
 
-// Two keys on node 0; native and remote writers on them; every NIC op takes
-// 20 µs longer, so NIC critical sections are wide.
-StressConfig WriterRaceConfig(bool byte_copies = false) {
-  StressConfig c;
-  c.byte_granular_copies = byte_copies;
-  c.nodes = 3;
-  c.home = 0;
-  c.num_keys = 2;
-  c.hot_keys = 0;
-  const auto think = std::chrono::microseconds(100);  // spreads native ops over the NIC writers' run
-  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
-               {0, Path::kAuto, StressWorker::kMixed, think},
-               {1, Path::kAuto, StressWorker::kWriter},
-               {2, Path::kAuto, StressWorker::kMixed}};
-  c.soft_latency = std::chrono::microseconds(20);
-  c.ops_per_worker = 400;
-  c.duration = std::chrono::milliseconds(1500);
-  return c;
-}
+StressConfig WriterRaceConfig(bool byte_copies = false) { return testing::WriterRaceConfig(StressConfig(), byte_copies); }
 
 TEST(HashMapMutantTest, SkippedChecksumIsCaught) {
   // The window is real: the real map's readers did see torn slots (and retried).

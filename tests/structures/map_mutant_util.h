@@ -7,6 +7,7 @@
 // and run the real map on the same workload (the control), which must pass,
 // so that the catch is due to the mutation.
 
+#include <chrono>
 #include <cstdio>
 
 #include "absl/time/time.h"
@@ -49,20 +50,48 @@ bool Caught(StressConfig cfg, const char* name, const Model& model) {
   return false;
 }
 
-// The real map on the same workload: linearizable, no errors. Returns its result.
+// Runs `cfg` on Map and expects no errors, a non-trivial history, and
+// linearizability under `model`. Returns the result.
 template <typename Map, typename Model>
-StressResult ExpectControlPasses(StressConfig cfg, const Model& model) {
-  cfg.seed = 7;
+StressResult ExpectLinearizable(const StressConfig& cfg, const Model& model, absl::Duration timeout,
+                                const char* label) {
   StressResult r = RunMapStress<Map>(cfg);
-  std::printf("control: %llu ops, %llu torn reads retried, %llu reads under the lock\n",
+  std::printf("%s%llu ops, %llu torn reads retried, %llu reads under the lock\n", label,
               static_cast<unsigned long long>(r.history.size()), static_cast<unsigned long long>(r.torn_reads),
               static_cast<unsigned long long>(r.locked_reads));
   EXPECT_EQ(r.errors, 0u) << r.first_error;
   EXPECT_GT(r.history.size(), cfg.workers.size() * 10);
   lincheck::CheckOptions o;
-  o.timeout = absl::Seconds(20);
+  o.timeout = timeout;
   EXPECT_TRUE(lincheck::IsLinearizable(model, r.history, o));
   return r;
+}
+
+// The real map on the same workload: linearizable, no errors. Returns its result.
+template <typename Map, typename Model>
+StressResult ExpectControlPasses(StressConfig cfg, const Model& model) {
+  cfg.seed = 7;
+  return ExpectLinearizable<Map>(cfg, model, absl::Seconds(20), "control: ");
+}
+
+// Two keys on node 0 (`base` sets the nodes and their ranges); native and
+// NIC writers on them; every NIC op takes 20 µs longer, so NIC critical
+// sections are wide: the writers' races a mutant loses.
+inline StressConfig WriterRaceConfig(StressConfig c, bool byte_copies) {
+  c.byte_granular_copies = byte_copies;
+  c.nodes = 3;
+  c.home = 0;
+  c.num_keys = 2;
+  c.hot_keys = 0;
+  const auto think = std::chrono::microseconds(100);  // spreads native ops over the NIC writers' run
+  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
+               {0, Path::kAuto, StressWorker::kMixed, think},
+               {1, Path::kAuto, StressWorker::kWriter},
+               {2, Path::kAuto, StressWorker::kMixed}};
+  c.soft_latency = std::chrono::microseconds(20);
+  c.ops_per_worker = 400;
+  c.duration = std::chrono::milliseconds(1500);
+  return c;
 }
 
 }  // namespace structures::testing

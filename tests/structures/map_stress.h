@@ -106,6 +106,19 @@ struct StressResult {
   uint64_t locked_reads = 0;
 };
 
+// The linearizability tests' usual mix on 3 nodes: two native workers on node
+// 0 (pausing between operations, since native operations are ~100x faster
+// than NIC ones, so that they overlap the whole NIC run), a loopback worker
+// on node 0, and workers on nodes 1 and 2 (remote for node 0's keys).
+inline std::vector<StressWorker> MixedPathWorkers(const std::string& backend) {
+  const auto think = std::chrono::microseconds(backend == "soft" ? 30 : 1000);
+  return {{0, Path::kAuto, StressWorker::kMixed, think},
+          {0, Path::kAuto, StressWorker::kMixed, think},
+          {0, Path::kLoopback},
+          {1, Path::kAuto},
+          {2, Path::kAuto}};
+}
+
 // What RunMapStress needs of a map type M (specialized next to each map):
 //   static absl::StatusOr<M> Create(rdma::Cluster&, const StressConfig&);
 //   static std::vector<uint64_t> Keys(const M&, const StressConfig&);

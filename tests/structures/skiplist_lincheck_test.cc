@@ -23,6 +23,7 @@
 #include "tests/lincheck/checker.h"
 #include "tests/lincheck/test_util.h"
 #include "tests/structures/map_models.h"
+#include "tests/structures/map_mutant_util.h"
 #include "tests/structures/skiplist_stress.h"
 
 namespace structures::testing {
@@ -36,29 +37,15 @@ class SkipListLincheckTest : public ::testing::TestWithParam<std::string> {
     c.nodes = 3;
     c.split_keys = {1000, 2000};
     c.part_bytes = 1 << 20;
-    // Native operations are ~100x faster than NIC ones: the native workers
-    // pause between operations so that they overlap the whole NIC run.
-    const auto think = std::chrono::microseconds(c.backend == "soft" ? 30 : 1000);
-    c.workers = {{0, Path::kAuto, StressWorker::kMixed, think},
-                 {0, Path::kAuto, StressWorker::kMixed, think},
-                 {0, Path::kLoopback},
-                 {1, Path::kAuto},
-                 {2, Path::kAuto}};
+    c.workers = MixedPathWorkers(c.backend);
     c.ops_per_worker = c.backend == "soft" ? 3000 : 600;
     c.duration = std::chrono::milliseconds(c.backend == "soft" ? 4000 : 15000);
     return c;
   }
   void RunAndCheck(const StressConfig& c) {
-    StressResult r = RunSkipListStress<SkipListPolicy>(c);
-    EXPECT_EQ(r.errors, 0u) << r.first_error;
-    std::printf("%llu ops recorded, %llu torn reads retried, %llu reads under the lock\n",
-                static_cast<unsigned long long>(r.history.size()), static_cast<unsigned long long>(r.torn_reads),
-                static_cast<unsigned long long>(r.locked_reads));
-    EXPECT_GT(r.history.size(), c.workers.size() * 10);
-    lincheck::CheckOptions o;
-    o.timeout = absl::Seconds(60);
-    EXPECT_TRUE(lincheck::IsLinearizable(SkipListModel(), r.history, o));
+    ExpectLinearizable<SkipList<StressValue, SkipListPolicy>>(c, SkipListModel(), absl::Seconds(60), "");
   }
+
 
   // Few keys take most operations, on all three paths.
   StressConfig HotKeys(uint64_t seed) const {

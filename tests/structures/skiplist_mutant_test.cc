@@ -115,23 +115,7 @@ bool ReaderGetsWholeValues(bool byte_copies) {
   return whole;
 }
 
-// Two keys on node 0; native and NIC writers on them; every NIC op takes
-// 20 µs longer, so NIC critical sections are wide.
-StressConfig WriterRaceConfig(bool byte_copies = false) {
-  StressConfig c = Base();
-  c.byte_granular_copies = byte_copies;
-  c.num_keys = 2;
-  c.hot_keys = 0;
-  const auto think = std::chrono::microseconds(100);
-  c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
-               {0, Path::kAuto, StressWorker::kMixed, think},
-               {1, Path::kAuto, StressWorker::kWriter},
-               {2, Path::kAuto, StressWorker::kMixed}};
-  c.soft_latency = std::chrono::microseconds(20);
-  c.ops_per_worker = 400;
-  c.duration = std::chrono::milliseconds(1500);
-  return c;
-}
+StressConfig WriterRaceConfig(bool byte_copies = false) { return testing::WriterRaceConfig(Base(), byte_copies); }
 
 // A split under a NIC reader's remembered leaf location, made to happen at a
 // known point: the reader remembers where key 10's leaf is, native inserts
