@@ -159,7 +159,6 @@ class SkipListClient {
     if (limit == 0) return absl::InvalidArgumentError("SkipList Scan: limit must be at least 1");
     std::vector<std::pair<uint64_t, V>> out;
     uint64_t cursor = from;
-    bool done = false;
     RETURN_IF_ERROR(Walk(from, path, [&](const Route&, uint64_t, const I& img) {
       std::array<int, kF> order;
       size_t n = 0;
@@ -171,10 +170,7 @@ class SkipListClient {
       for (size_t j = 0; j < n && out.size() < limit; ++j) {
         out.emplace_back(img.keys[order[j]], I::DecodeValue(img.values[order[j]]));
       }
-      if (out.size() >= limit) {
-        done = true;
-        return false;
-      }
+      if (out.size() >= limit) return false;
       if (n > 0) {
         if (out.back().first == UINT64_MAX) return false;
         cursor = out.back().first + 1;
@@ -186,7 +182,6 @@ class SkipListClient {
       const size_t per = std::max<size_t>(1, static_cast<size_t>(__builtin_popcount(last.bitmap())));
       return (limit - out.size() + per - 1) / per;
     }));
-    (void)done;
     return out;
   }
 
