@@ -174,7 +174,15 @@ class QueueClient {
   template <typename Step>
   absl::Status MutantCpuLocked(const Route& r, Step&& step) {
     rdma::CpuWord& word = reinterpret_cast<rdma::CpuWord&>(Local(r).tail_lock.r_tail);
-    while (word.CompareAndSwap(0, 1) != 0) std::this_thread::yield();
+    // Bounded like every wait: the broken lock can stay "held" for good (a
+    // NIC locker's descriptor left in the word), and a test must not hang.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (word.CompareAndSwap(0, 1) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError("Queue (mutant): the CPU-CAS tail lock stayed held for 5 s");
+      }
+      std::this_thread::yield();
+    }
     // Holding: give up the CPU once, as a preemption inside the critical
     // section would, so NIC producers meet the "held" word.
     std::this_thread::yield();
