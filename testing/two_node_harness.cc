@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "rdma/fabric.h"
+#include "util/status_macros.h"
 
 namespace rdma::testing {
 namespace {
@@ -105,6 +106,15 @@ void RunTwoNodes(const TwoNodeBody& run_node, uint16_t default_port) {
   } else {
     RunBothInProcess(run_node);
   }
+}
+
+void RunTwoNodesPhased(const PhasedTwoNodeBody& run_node, uint16_t default_port) {
+  RunTwoNodes(
+      [&run_node](Node& node, verbs::TcpConnector& connector) {
+        std::string where;
+        return util::Annotate(run_node(node, connector, where), where);
+      },
+      default_port);
 }
 
 }  // namespace rdma::testing

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "rdma/node.h"
@@ -25,6 +26,11 @@ using TwoNodeBody = std::function<absl::Status(Node& node, verbs::TcpConnector& 
 
 // Each node gets a 4 MiB arena.
 void RunTwoNodes(const TwoNodeBody& run_node, uint16_t default_port);
+
+// A body that keeps `where` set to the phase it is in ("node 1 insert
+// race"): RunTwoNodes with a failing body's message prefixed by that phase.
+using PhasedTwoNodeBody = std::function<absl::Status(Node& node, verbs::TcpConnector& connector, std::string& where)>;
+void RunTwoNodesPhased(const PhasedTwoNodeBody& run_node, uint16_t default_port);
 
 }  // namespace rdma::testing
 

@@ -142,14 +142,8 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   return absl::OkStatus();
 }
 
-// Errors say which node and phase they came from.
-absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
-  std::string where;
-  return util::Annotate(RunNodeAt(node, conn, where), where);
-}
-
 TEST(HashMapTwoNode, LocalPartsOverTcpConnector) {
-  rdma::testing::RunTwoNodes(RunNode, 7481);
+  rdma::testing::RunTwoNodesPhased(RunNodeAt, 7481);
 }
 
 }  // namespace

@@ -122,14 +122,8 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   return absl::OkStatus();
 }
 
-// Errors say which node and phase they came from.
-absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
-  std::string where;
-  return util::Annotate(RunNodeAt(node, conn, where), where);
-}
-
 TEST(QueueTwoNode, HomeInOneProcessProducersAndConsumersInBoth) {
-  rdma::testing::RunTwoNodes(RunNode, 7491);
+  rdma::testing::RunTwoNodesPhased(RunNodeAt, 7491);
 }
 
 }  // namespace

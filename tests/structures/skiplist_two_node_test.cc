@@ -139,12 +139,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   return absl::OkStatus();
 }
 
-absl::Status RunNode(rdma::Node& node, TcpConnector& conn) {
-  std::string where;
-  return util::Annotate(RunNodeAt(node, conn, where), where);
-}
-
-TEST(SkipListTwoNode, LocalPartsOverTcpConnector) { rdma::testing::RunTwoNodes(RunNode, 7483); }
+TEST(SkipListTwoNode, LocalPartsOverTcpConnector) { rdma::testing::RunTwoNodesPhased(RunNodeAt, 7483); }
 
 }  // namespace
 }  // namespace structures
