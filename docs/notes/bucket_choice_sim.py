@@ -9,36 +9,40 @@ load (keys / slots) at that point. Pure simulation: no rdmads code.
   python3 docs/notes/bucket_choice_sim.py
 """
 import random
-def first_fail(G, b, choices, trials=3):
-    res=[]
-    for t in range(trials):
-        random.seed(t)
-        load=[0]*G
-        n=0
-        while True:
-            cands=[random.randrange(G) for _ in range(choices)]
-            g=min(cands, key=lambda x: load[x])
-            if load[g]>=b: break
-            load[g]+=1; n+=1
-        res.append(n/(G*b))
-    return res
-for G in [1024, 65536]:
-    print(G, "1 choice", first_fail(G,8,1,2), "2 choices", first_fail(G,8,2,2), "3", first_fail(G,8,3,1))
-def first_fail_pairs(G, b, trials=2):
-    res=[]
-    for t in range(trials):
-        random.seed(t)
-        load=[0]*G
-        n=0
-        while True:
-            g1=random.randrange(G); g2=random.randrange(G)
-            cands=[g1,(g1+1)%G,g2,(g2+1)%G]
-            g=min(cands, key=lambda x: load[x])
-            if load[g]>=b: break
-            load[g]+=1; n+=1
-        res.append(n/(G*b))
-    return res
-print("pairs 65536", first_fail_pairs(65536,8))
-print("pairs 16", [first_fail_pairs(16,8,1)[0] for _ in range(1)], "pairs 1024", first_fail_pairs(1024,8))
-print("2 choices b16 32768", first_fail(32768,16,2,2))
-print("2 choices b24 21845", first_fail(21845,24,2,1))
+
+
+def first_full(buckets, slots, candidates, seed):
+    """Load when a key first finds all of candidates(buckets) full."""
+    rng = random.Random(seed)
+    load = [0] * buckets
+    keys = 0
+    while True:
+        best = min(candidates(rng, buckets), key=lambda b: load[b])
+        if load[best] >= slots:
+            return keys / (buckets * slots)
+        load[best] += 1
+        keys += 1
+
+
+def choices(d):
+    return lambda rng, n: [rng.randrange(n) for _ in range(d)]
+
+
+def adjacent_pairs(rng, n):
+    a, b = rng.randrange(n), rng.randrange(n)
+    return [a, (a + 1) % n, b, (b + 1) % n]
+
+
+CASES = [
+    ("1 group (today)", 65536, 8, choices(1)),
+    ("2 choices", 65536, 8, choices(2)),
+    ("3 choices", 65536, 8, choices(3)),
+    ("2 choices, adjacent pairs", 65536, 8, adjacent_pairs),
+    ("2 choices of 16-slot groups", 32768, 16, choices(2)),
+    ("2 choices of 24-slot groups", 21845, 24, choices(2)),
+]
+
+if __name__ == "__main__":
+    for name, buckets, slots, candidates in CASES:
+        loads = [first_full(buckets, slots, candidates, seed) for seed in (0, 1)]
+        print(f"{name:32s} {buckets:6d} x {slots:2d}: " + ", ".join(f"{x:.3f}" for x in loads))
