@@ -59,15 +59,14 @@ class SkipListClient {
 
  public:
   // `splits`: node i owns keys [splits[i-1], splits[i]) (the first from 0,
-  // the last to 2^64 - 1). `nodes_per_part`: the pool size of every part.
-  // `cache_entries`: the most leaf locations the NIC path remembers.
-  SkipListClient(StructureClient common, std::vector<uint64_t> splits, uint64_t nodes_per_part, size_t cache_entries,
-                 uint64_t part_bytes)
+  // the last to 2^64 - 1). `part_bytes`: every part's size (its node pool).
+  // `cache_entries`: the most leaf locations the client remembers.
+  SkipListClient(StructureClient common, std::vector<uint64_t> splits, uint64_t part_bytes, size_t cache_entries)
       : c_(std::move(common)),
         splits_(std::move(splits)),
-        nodes_(nodes_per_part),
-        cache_entries_(cache_entries),
         part_bytes_(part_bytes),
+        nodes_(L::NodesIn(part_bytes)),
+        cache_entries_(cache_entries),
         cache_(static_cast<size_t>(c_.num_nodes())),
         rng_(0x5eed0000u + c_.node().id() * 7919u + reinterpret_cast<uintptr_t>(this)) {}
   SkipListClient(const SkipListClient&) = delete;
@@ -75,18 +74,12 @@ class SkipListClient {
 
   // The value bound to `key`, or nullopt.
   absl::StatusOr<std::optional<V>> Get(uint64_t key, Path path = Path::kAuto) {
-    Route r;
-    RETURN_IF_ERROR(RouteKey(key, path, &r));
-    uint64_t x;
-    RETURN_IF_ERROR(ReadLeaf(r, key, &view_, &x));
+    RETURN_IF_ERROR(Lookup(key, path));
     if (view_.found < 0) return std::optional<V>();
     return std::optional<V>(I::DecodeValue(view_.value));
   }
   absl::StatusOr<bool> Contains(uint64_t key, Path path = Path::kAuto) {
-    Route r;
-    RETURN_IF_ERROR(RouteKey(key, path, &r));
-    uint64_t x;
-    RETURN_IF_ERROR(ReadLeaf(r, key, &view_, &x));
+    RETURN_IF_ERROR(Lookup(key, path));
     return view_.found >= 0;
   }
   // Binds key to value; the previous value, or nullopt when it was absent.
@@ -185,9 +178,7 @@ class SkipListClient {
     return out;
   }
 
-  rdma::NodeId HomeOf(uint64_t key) const {
-    return static_cast<rdma::NodeId>(std::upper_bound(splits_.begin(), splits_.end(), key) - splits_.begin());
-  }
+  rdma::NodeId HomeOf(uint64_t key) const { return skiplist_internal::HomeOf(splits_, key); }
   const SkipListStats& stats() const { return stats_; }
   const ReadStats& read_stats() const { return c_.stats(); }
   // Leaf locations the NIC path remembers, and the bytes they take (16 per
@@ -206,6 +197,13 @@ class SkipListClient {
   static constexpr size_t kMaxAhead = 8;  // READs a scan chains in one doorbell
 
   absl::Status RouteKey(uint64_t key, Path path, Route* r) const { return c_.RouteTo(HomeOf(key), path, r); }
+  // A point lookup's view of the node that owns `key`, into view_.
+  absl::Status Lookup(uint64_t key, Path path) {
+    Route r;
+    RETURN_IF_ERROR(RouteKey(key, path, &r));
+    uint64_t x;
+    return ReadLeaf(r, key, &view_, &x);
+  }
 
   rdma::RemotePtr NodePtr(const Route& r, uint64_t idx) const { return r.base + L::NodeOffset(idx); }
   rdma::RemotePtr AllocLock(const Route& r) const { return r.base + offsetof(skiplist_internal::PartHeader, alloc_lock); }
@@ -286,12 +284,11 @@ class SkipListClient {
     started_at_.reset();
     return Descend(a, r, key, 0, x, nullptr);
   }
-  // The part's head owns keys from the part's own low end on.
-  uint64_t RangeLow(rdma::NodeId home) const { return home == 0 ? 0 : splits_[home - 1]; }
   template <typename T>
   void Remember(const Route& r, uint64_t idx, const T& img) {
     auto& m = cache_[r.home];
-    const uint64_t low = idx == 0 ? RangeLow(r.home) : img.low;
+    // The part's head owns keys from the part's own low end on.
+    const uint64_t low = idx == 0 ? skiplist_internal::RangeLow(splits_, r.home) : img.low;
     if (cache_size() >= cache_entries_ && m.find(low) == m.end()) return;
     m[low] = {idx, img.high, img.bounded()};
   }
@@ -366,18 +363,19 @@ class SkipListClient {
   // next: on the NIC paths that many are READ in one doorbell (NextNode).
   template <typename Visit, typename Ahead>
   absl::Status Walk(uint64_t key, Path path, Visit&& visit, bool record, Ahead&& ahead) {
-    for (rdma::NodeId h = HomeOf(key); h < static_cast<rdma::NodeId>(c_.num_nodes()); ++h) {
+    const rdma::NodeId first = HomeOf(key);
+    for (rdma::NodeId h = first; h < static_cast<rdma::NodeId>(c_.num_nodes()); ++h) {
       Route r;
       // Past key's own part, keep to the spirit of `path`: a NIC path stays
       // on the NIC (loopback for this node's part), native becomes auto.
       Path p = path;
-      if (h != HomeOf(key)) {
+      if (h != first) {
         p = h != c_.node().id() ? Path::kAuto
             : (path == Path::kLoopback || path == Path::kRemote) ? Path::kLoopback
                                                                  : Path::kAuto;
       }
       RETURN_IF_ERROR(c_.RouteTo(h, p, &r));
-      const uint64_t from = h == HomeOf(key) ? key : splits_[h - 1];
+      const uint64_t from = h == first ? key : skiplist_internal::RangeLow(splits_, h);
       uint64_t x;
       RETURN_IF_ERROR(ReadLeaf(r, from, &walk_, &x));
       ahead_idx_.clear();
@@ -410,12 +408,15 @@ class SkipListClient {
   // checksum-valid, live, with the low its predecessor's high and linked from
   // it), so a scan pays about one round trip per `ahead` nodes.
   absl::Status NextNode(const Route& r, uint64_t x, uint64_t low, size_t ahead, I* out) {
-    if (ahead_pos_ < ahead_idx_.size() && ahead_idx_[ahead_pos_] == x) {
-      const I& img = ahead_[ahead_pos_++];
-      if (img.Valid() && img.live() && img.low == low) {
-        *out = img;
-        return absl::OkStatus();
-      }
+    // A copy read ahead continues the chain when it is whole, live and
+    // starts where its predecessor ends.
+    auto take = [&](const I& img) {
+      if (!img.Valid() || !img.live() || img.low != low) return false;
+      *out = img;
+      return true;
+    };
+    if (ahead_pos_ < ahead_idx_.size() && ahead_idx_[ahead_pos_] == x && take(ahead_[ahead_pos_++])) {
+      return absl::OkStatus();
     }
     ahead_idx_.clear();
     ahead_pos_ = 0;
@@ -434,11 +435,7 @@ class SkipListClient {
       RETURN_IF_ERROR(b.Execute());
     }
     ahead_pos_ = 1;
-    const I& first = ahead_[0];
-    if (first.Valid() && first.live() && first.low == low) {
-      *out = first;
-      return absl::OkStatus();
-    }
+    if (take(ahead_[0])) return absl::OkStatus();
     return ReadNode(r, x, out);  // torn: the read loop with its lock fallback
   }
 
@@ -815,9 +812,9 @@ class SkipListClient {
 
   StructureClient c_;
   std::vector<uint64_t> splits_;
-  uint64_t nodes_;
-  size_t cache_entries_;
   uint64_t part_bytes_;
+  uint64_t nodes_;  // per part, from part_bytes_
+  size_t cache_entries_;
   // Where a NIC client last saw a leaf: its node index and high fence then.
   // A key below that fence starts there (a split since only moves it right).
   struct Cached {

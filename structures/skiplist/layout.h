@@ -54,13 +54,16 @@
 //     level is sorted: a node is unlinked from every level before it dies),
 //     which is all a descent needs of the levels above 0.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "locks/alock.h"
 #include "locks/lock.h"
+#include "rdma/remote_ptr.h"
 #include "rdma/rmw_word.h"
 #include "structures/common/checksum.h"
 #include "structures/common/value_words.h"
@@ -240,6 +243,16 @@ constexpr bool NodeLayoutOk() {
   static_assert(sizeof(I) == 8 * I::kWords && offsetof(I, checksum) == 8 * (I::kWords - 1));
   static_assert(sizeof(N) % 64 == 0);
   return true;
+}
+
+// The node whose part holds `key`: node i owns [splits[i-1], splits[i]) (the
+// first from 0, the last to 2^64 - 1).
+inline rdma::NodeId HomeOf(const std::vector<uint64_t>& splits, uint64_t key) {
+  return static_cast<rdma::NodeId>(std::upper_bound(splits.begin(), splits.end(), key) - splits.begin());
+}
+// The first key node `home`'s part owns.
+inline uint64_t RangeLow(const std::vector<uint64_t>& splits, rdma::NodeId home) {
+  return home == 0 ? 0 : splits[home - 1];
 }
 
 // Image word indices.

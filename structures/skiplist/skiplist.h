@@ -66,7 +66,6 @@
 // its lock: a writer broke the protocol), Aborted (LowerBound kept meeting
 // writers for 1000 attempts). Lock waits are bounded by lock_timeout.
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -182,18 +181,13 @@ class SkipList {
     lock_options.timeout = options_.lock_timeout;
     absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, lock_options);
     if (!common.ok()) return common.status();
-    const uint64_t nodes = L::NodesIn(options_.part_bytes);
-    return std::make_unique<Client>(std::move(*common), options_.split_keys, nodes,
-                                    options_.cache_entries == 0 ? nodes : options_.cache_entries,
-                                    options_.part_bytes);
+    return std::make_unique<Client>(std::move(*common), options_.split_keys, options_.part_bytes,
+                                    options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
   }
 
   int num_nodes() const { return parts_.num_nodes(); }
   const std::vector<uint64_t>& split_keys() const { return options_.split_keys; }
-  rdma::NodeId HomeOf(uint64_t key) const {
-    return static_cast<rdma::NodeId>(std::upper_bound(options_.split_keys.begin(), options_.split_keys.end(), key) -
-                                     options_.split_keys.begin());
-  }
+  rdma::NodeId HomeOf(uint64_t key) const { return skiplist_internal::HomeOf(options_.split_keys, key); }
   uint64_t nodes_per_part() const { return L::NodesIn(options_.part_bytes); }
 
  private:
