@@ -169,7 +169,7 @@ class HashMapClient {
   }
 
   rdma::NodeId node() const { return c_.node().id(); }
-  const ReadStats& stats() const { return c_.stats(); }
+  const ReadStats& read_stats() const { return c_.stats(); }
 
  private:
   // One operation's target: the route to the key's home, the group, and the

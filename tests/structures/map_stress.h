@@ -128,15 +128,6 @@ inline std::vector<StressWorker> MixedPathWorkers(const std::string& backend) {
 template <typename M>
 struct MapStressTraits;
 
-template <typename Client>
-const ReadStats& ReadStatsOf(const Client& c) {
-  if constexpr (requires { c.read_stats(); }) {
-    return c.read_stats();
-  } else {
-    return c.stats();
-  }
-}
-
 template <typename Map>
 StressResult RunMapStress(const StressConfig& cfg) {
   using Traits = MapStressTraits<Map>;
@@ -286,8 +277,8 @@ StressResult RunMapStress(const StressConfig& cfg) {
         }
       }
     }
-    torn.fetch_add(ReadStatsOf(*client).torn_reads);
-    locked.fetch_add(ReadStatsOf(*client).locked_reads);
+    torn.fetch_add(client->read_stats().torn_reads);
+    locked.fetch_add(client->read_stats().locked_reads);
     client.reset();
     if (session.ok()) session->reset();
   };
