@@ -99,15 +99,7 @@ struct Env {
   std::unique_ptr<bench::MutexUnorderedMap<Value32>> std_map;
   std::unique_ptr<bench::ShardedFlatHashMap<Value32, kShards>> absl_map;
 
-  // A thread's operations, materialized: the keys in order (read
-  // sequentially, so the replay itself adds no cache misses) and one "put"
-  // bit per operation.
-  struct Trace {
-    std::vector<uint64_t> keys;
-    std::vector<uint64_t> put_bits;
-    bool is_put(size_t i) const { return (put_bits[i / 64] >> (i % 64)) & 1; }
-  };
-
+  using Trace = bench::KeyTrace;
   std::mutex trace_mu;
   std::map<std::tuple<int, int, int>, std::unique_ptr<const Trace>> traces;
 
@@ -117,15 +109,7 @@ struct Env {
     if (!slot) {
       const uint64_t seed = 0x5eed0000u + 1000u * static_cast<uint64_t>(thread) +
                             10u * static_cast<uint64_t>(w.put_percent) + static_cast<uint64_t>(w.dist);
-      const std::vector<uint32_t> ops = bench::MakeTrace(keys.size(), w.dist, w.put_percent, kTraceLen, seed);
-      auto t = std::make_unique<Trace>();
-      t->keys.resize(kTraceLen);
-      t->put_bits.assign(kTraceLen / 64, 0);
-      for (size_t i = 0; i < kTraceLen; ++i) {
-        t->keys[i] = keys[ops[i] & bench::kIndexMask];
-        if (ops[i] & bench::kPutBit) t->put_bits[i / 64] |= uint64_t{1} << (i % 64);
-      }
-      slot = std::move(t);
+      slot = std::make_unique<const Trace>(bench::MakeKeyTrace(keys, w.dist, w.put_percent, kTraceLen, seed));
     }
     return *slot;
   }

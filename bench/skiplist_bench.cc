@@ -148,10 +148,7 @@ struct Env {
   std::unique_ptr<StdMap> std_map;
   std::unique_ptr<BtreeMap> btree_map;
 
-  struct Trace {
-    std::vector<uint64_t> keys;
-    std::vector<bool> put;
-  };
+  using Trace = bench::KeyTrace;
   std::mutex mu;
   std::map<std::tuple<int, int, int>, std::unique_ptr<const Trace>> traces;
 
@@ -159,16 +156,8 @@ struct Env {
     std::lock_guard<std::mutex> l(mu);
     auto& slot = traces[{static_cast<int>(mix), static_cast<int>(dist), thread}];
     if (!slot) {
-      const std::vector<uint32_t> ops = bench::MakeTrace(keys.size(), dist, PutPercent(mix), kTraceLen,
-                                                         0x51c0 + 100u * thread + 10u * static_cast<int>(mix));
-      auto t = std::make_unique<Trace>();
-      t->keys.resize(kTraceLen);
-      t->put.resize(kTraceLen);
-      for (size_t i = 0; i < kTraceLen; ++i) {
-        t->keys[i] = keys[ops[i] & bench::kIndexMask];
-        t->put[i] = (ops[i] & bench::kPutBit) != 0;
-      }
-      slot = std::move(t);
+      slot = std::make_unique<const Trace>(bench::MakeKeyTrace(
+          keys, dist, PutPercent(mix), kTraceLen, 0x51c0 + 100u * thread + 10u * static_cast<int>(mix)));
     }
     return *slot;
   }
@@ -262,7 +251,7 @@ void RunTrace(benchmark::State& state, Target& t, Mix mix, KeyDist dist, MapClie
   const rdma::OpCounters before = rdma::ThisThreadCounters();
   for (auto _ : state) {
     const uint64_t key = trace.keys[i];
-    const bool put = trace.put[i];
+    const bool put = trace.is_put(i);
     i = (i + 1) & (kTraceLen - 1);
     if (scan_mix) {
       if (put) {

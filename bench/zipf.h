@@ -82,6 +82,27 @@ inline std::vector<uint32_t> MakeTrace(size_t n_keys, KeyDist dist, int put_perc
   return trace;
 }
 
+// A thread's operations over a key set, materialized: the keys in order
+// (read sequentially, so the replay itself adds no cache misses) and one
+// "put" bit per operation (MakeTrace's choices, with its seed).
+struct KeyTrace {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> put_bits;
+  bool is_put(size_t i) const { return (put_bits[i / 64] >> (i % 64)) & 1; }
+};
+inline KeyTrace MakeKeyTrace(const std::vector<uint64_t>& key_set, KeyDist dist, int put_percent, size_t length,
+                             uint64_t seed) {
+  const std::vector<uint32_t> ops = MakeTrace(key_set.size(), dist, put_percent, length, seed);
+  KeyTrace t;
+  t.keys.resize(length);
+  t.put_bits.assign((length + 63) / 64, 0);
+  for (size_t i = 0; i < length; ++i) {
+    t.keys[i] = key_set[ops[i] & kIndexMask];
+    if (ops[i] & kPutBit) t.put_bits[i / 64] |= uint64_t{1} << (i % 64);
+  }
+  return t;
+}
+
 // `count` distinct random 64-bit keys (never 0 or ~0, which maps sometimes
 // reserve) for which keep(key) is true; keep is called at most once per
 // distinct key, in order. Deterministic for a given seed. The
