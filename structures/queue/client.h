@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "locks/native_gate.h"
 #include "rdma/path.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/remote_ref.h"
@@ -33,6 +35,13 @@
 
 namespace structures {
 
+namespace queue_internal {
+// The native gates (locks/native_gate.h) of the rings this process hosts, at
+// GateIndex(node, side); null for the other nodes' rings.
+using NativeGates = std::vector<std::unique_ptr<locks::NativeGate>>;
+inline size_t GateIndex(rdma::NodeId node, bool producer) { return 2 * size_t{node} + (producer ? 0 : 1); }
+}  // namespace queue_internal
+
 // Not thread-safe; use one per thread (each with the thread's own Session).
 // Made by Queue::NewClient.
 template <typename V, typename Policy = QueuePolicy>
@@ -42,8 +51,14 @@ class QueueClient {
   static constexpr size_t kW = L::kValueWords;
 
  public:
-  QueueClient(StructureClient common, uint64_t capacity)
-      : c_(std::move(common)), l_{capacity}, guess_(2 * static_cast<size_t>(c_.num_nodes()), 0) {}
+  // `gates`: the Queue's native gates, shared by its native clients (null:
+  // native operations take ALock's native cohort directly).
+  QueueClient(StructureClient common, uint64_t capacity,
+              std::shared_ptr<const queue_internal::NativeGates> gates = nullptr)
+      : c_(std::move(common)),
+        l_{capacity},
+        gates_(std::move(gates)),
+        guess_(2 * static_cast<size_t>(c_.num_nodes()), 0) {}
   QueueClient(const QueueClient&) = delete;
   QueueClient& operator=(const QueueClient&) = delete;
 
@@ -141,6 +156,12 @@ class QueueClient {
     if (r.native()) {
       queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, producer);
       if (producer && !Policy::kNativeUsesItsDomain) return MutantCpuLocked(r, [&] { return step(ring); });
+      // Natively, through the process's gate for this ring and side: unfair
+      // among native threads, and the ALock stays with the native side while
+      // they keep coming (locks/native_gate.h).
+      if (locks::NativeGate* gate = NativeGateFor(r.home, producer); gate != nullptr) {
+        return gate->Run([&] { return step(ring); });
+      }
       return c_.WithLock(r, lock, [&] { return step(ring); });
     }
     queue_internal::RemoteRing<V> ring(*c_.session(), r.base, l_, producer);
@@ -284,12 +305,18 @@ class QueueClient {
     return ring.Flush();
   }
 
+  locks::NativeGate* NativeGateFor(rdma::NodeId home, bool producer) const {
+    const size_t i = queue_internal::GateIndex(home, producer);
+    return gates_ != nullptr && i < gates_->size() ? (*gates_)[i].get() : nullptr;
+  }
+
   // This client's guess of the next tail (producer) or head position of the
   // ring it is working on (used by the NIC path's chained READs).
   uint64_t& Guess(bool producer) { return guess_[2 * current_home_ + (producer ? 0 : 1)]; }
 
   StructureClient c_;
   const L l_;
+  std::shared_ptr<const queue_internal::NativeGates> gates_;
   std::vector<uint64_t> guess_;  // per node: [tail guess, head guess]
   rdma::NodeId current_home_ = 0;
   uint64_t prime_counter_ = 0;

@@ -93,6 +93,11 @@ static_assert(offsetof(Header, tail_lock) == 0 && offsetof(Header, tail) == 64 &
 
 inline constexpr uint64_t kSeqOffset = sizeof(Header);
 
+// The producers' (tail) or consumers' (head) lock, from the ring's base.
+inline constexpr uint64_t LockOffset(bool producer) {
+  return producer ? offsetof(Header, tail_lock) : offsetof(Header, head_lock);
+}
+
 // The ring's offsets for a value type and a capacity (known at run time).
 template <typename V>
 struct RingLayout {

@@ -20,8 +20,10 @@
 //
 // Paths (per operation, rdma::Path):
 //   native    the home is the client's node (kAuto or kNative): CPU loads,
-//             stores and ALock's native cohort. No NIC op unless NIC threads
-//             contend for the same lock.
+//             stores, and the ring's lock through this process's native gate
+//             for it (locks/native_gate.h: unfair among native threads, and
+//             the ALock stays with the native side while they keep coming,
+//             up to its budget when NIC threads wait). No NIC op.
 //   loopback  the home is the client's node and path == kLoopback: the NIC
 //             path over the loopback QP.
 //   remote    the home is another node: one-sided RDMA, no RPC, no help from
@@ -29,7 +31,9 @@
 //
 // Concurrency (invariants in layout.h; the argument in structures/README.md):
 //   producers serialize on the ring's tail ALock, consumers on its head ALock,
-//   so producers and consumers do not contend with each other. Each slot has
+//   so producers and consumers do not contend with each other. The Queue
+//   owns one native gate per local ring and side, shared by its native
+//   clients: destroy the clients before the Queue. Each slot has
 //   a seq word, published by the producer after its payload (natively a
 //   release store after the payload stores; over the NIC a later WRITE on the
 //   same QP) and freed by the consumer after reading it. Enqueue takes effect
@@ -72,6 +76,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "locks/lock.h"
+#include "locks/native_gate.h"
 #include "rdma/cluster.h"
 #include "rdma/node.h"
 #include "rdma/path.h"
@@ -133,7 +138,21 @@ class Queue {
                                                        init);
                               });
     if (!parts.ok()) return parts.status();
-    return Queue(std::move(*parts), options);
+    // One native gate per local ring and side: what this process's native
+    // clients share (locks/native_gate.h).
+    auto gates = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(peers.num_nodes()));
+    locks::ClientOptions gate_options;
+    gate_options.timeout = options.lock_timeout;
+    for (rdma::Node* node : local_nodes) {
+      const rdma::RemotePtr base = parts->local_base(node->id());
+      for (const bool producer : {true, false}) {
+        absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
+            locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), gate_options);
+        if (!gate.ok()) return gate.status();
+        (*gates)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
+      }
+    }
+    return Queue(std::move(*parts), std::move(gates), options);
   }
   // Every node of an in-process cluster.
   static absl::StatusOr<Queue> Create(rdma::Cluster& cluster, const QueueOptions& options) {
@@ -151,7 +170,7 @@ class Queue {
     lock_options.timeout = lock_timeout_;
     absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, lock_options);
     if (!common.ok()) return common.status();
-    return std::make_unique<Client>(std::move(*common), capacity_);
+    return std::make_unique<Client>(std::move(*common), capacity_, gates_);
   }
 
   uint64_t capacity() const { return capacity_; }
@@ -160,10 +179,16 @@ class Queue {
   uint64_t part_bytes() const { return L{capacity_}.part_bytes(); }
 
  private:
-  Queue(PartDirectory parts, const QueueOptions& options)
-      : parts_(std::move(parts)), capacity_(options.capacity), lock_timeout_(options.lock_timeout) {}
+  Queue(PartDirectory parts, std::shared_ptr<const queue_internal::NativeGates> gates, const QueueOptions& options)
+      : parts_(std::move(parts)),
+        gates_(std::move(gates)),
+        capacity_(options.capacity),
+        lock_timeout_(options.lock_timeout) {}
 
   PartDirectory parts_;
+  // Declared after parts_: destroyed first (their lease descriptors live in
+  // the arenas). Shared with the clients.
+  std::shared_ptr<const queue_internal::NativeGates> gates_;
   uint64_t capacity_ = 0;
   std::chrono::nanoseconds lock_timeout_;
 };

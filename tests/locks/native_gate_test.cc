@@ -1,0 +1,237 @@
+// locks::NativeGate: mutual exclusion with ALock's NIC cohort (loopback and
+// remote threads) while native threads share the gate; the lease never
+// outlives native presence; a waiting NIC cohort gets in after the native
+// budget; bounded waits; bad input. Costs: 0 NIC ops natively.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <latch>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "locks/alock.h"
+#include "locks/lock.h"
+#include "locks/native_gate.h"
+#include "rdma/cluster.h"
+#include "rdma/op_counters.h"
+#include "rdma/remote_ref.h"
+#include "rdma/rmw_word.h"
+#include "rdma/session.h"
+
+namespace locks {
+namespace {
+
+using rdma::NodeId;
+using rdma::RemotePtr;
+
+// Two words that every holder increments one after the other: a holder that
+// sees them differ, or a lost increment, means two holders overlapped.
+struct alignas(64) Guarded {
+  rdma::PlainWord a;
+  rdma::PlainWord b;
+};
+
+class NativeGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rdma::ClusterOptions o;
+    o.num_nodes = 2;
+    o.node.arena_bytes = 2 << 20;
+    o.fabric.kind = rdma::FabricKind::kSoft;
+    cluster_ = std::move(*rdma::Cluster::Create(o));
+  }
+  RemotePtr Lock(Budgets b = {}) {
+    auto t = LockTable::Create(cluster_->node(0), 1, {LockKind::kALock, b});
+    EXPECT_TRUE(t.ok()) << t.status();
+    tables_.push_back(std::move(*t));
+    return tables_.back().at(0);
+  }
+  std::unique_ptr<NativeGate> Gate(RemotePtr lock, ClientOptions o = {}) {
+    auto g = NativeGate::Create(cluster_->node(0), lock, o);
+    EXPECT_TRUE(g.ok()) << g.status();
+    return g.ok() ? std::move(*g) : nullptr;
+  }
+  ALockWord& Line(RemotePtr lock) { return *lock.local<ALockWord>(); }
+
+  std::unique_ptr<rdma::Cluster> cluster_;
+  std::vector<LockTable> tables_;
+};
+
+TEST_F(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
+  const RemotePtr lock = Lock();
+  auto gate = Gate(lock);
+  const rdma::OpCounters before = rdma::ThisThreadCounters();
+  int runs = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(gate->Run([&] {
+                      ++runs;
+                      EXPECT_NE(Line(lock).l_tail.Load(), 0u) << "the step must run with the native flag up";
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    // Nobody waited: the lease went back with the gate.
+    EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+  }
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(rdma::ThisThreadCounters() - before, rdma::OpCounters{});
+  EXPECT_EQ(gate->stats().runs, 3u);
+  EXPECT_EQ(gate->stats().lease_acquires, 3u);
+  EXPECT_EQ(gate->stats().lease_kept, 0u);
+}
+
+TEST_F(NativeGateTest, StepErrorIsReturnedAndTheLeaseGivenBack) {
+  const RemotePtr lock = Lock();
+  auto gate = Gate(lock);
+  const absl::Status s = gate->Run([] { return absl::DataLossError("step broke"); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+  EXPECT_TRUE(gate->Run([] { return absl::OkStatus(); }).ok());
+}
+
+TEST_F(NativeGateTest, BadInput) {
+  EXPECT_EQ(NativeGate::Create(cluster_->node(0), RemotePtr(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto t = LockTable::Create(cluster_->node(1), 1, {LockKind::kALock, {}});
+  ASSERT_TRUE(t.ok());
+  const auto other = NativeGate::Create(cluster_->node(0), t->at(0), {});
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument) << other.status();
+}
+
+// Native threads through the gate, a loopback and a remote ALock client: no
+// two holders overlap, no increment is lost, and with the native threads
+// overlapping the lease is kept between them.
+TEST_F(NativeGateTest, MutualExclusionWithTheNicCohort) {
+  const RemotePtr lock = Lock({.local = 3, .remote = 2});
+  auto gate = Gate(lock);
+  const RemotePtr data = *cluster_->node(0).Allocate(sizeof(Guarded), 64);
+  Guarded& g = *data.local<Guarded>();
+  constexpr int kNativeThreads = 2, kNativeIters = 20000, kNicIters = 200;
+  std::atomic<int> overlaps{0};
+  std::latch start(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kNativeThreads; ++t) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kNativeIters; ++i) {
+        absl::Status s = gate->Run([&] {
+          const uint64_t a = g.a.Load(std::memory_order_relaxed);
+          if (g.b.Load(std::memory_order_relaxed) != a) overlaps.fetch_add(1);
+          g.a.Store(a + 1, std::memory_order_relaxed);
+          if (i % 64 == 0) std::this_thread::yield();
+          g.b.Store(a + 1, std::memory_order_relaxed);
+          return absl::OkStatus();
+        });
+        ASSERT_TRUE(s.ok()) << s;
+      }
+    });
+  }
+  for (const NodeId n : {NodeId{0}, NodeId{1}}) {  // loopback, remote
+    threads.emplace_back([&, n] {
+      auto session = std::move(*cluster_->NewSession(n));
+      auto client = std::move(*ALockClient::Create(cluster_->node(n), session.get()));
+      const auto ref = rdma::RemoteRef<Guarded>::At(data);
+      start.arrive_and_wait();
+      for (int i = 0; i < kNicIters; ++i) {
+        ASSERT_TRUE(client->Lock(lock, n == 0 ? Path::kLoopback : Path::kRemote).ok());
+        uint64_t ab[2];
+        ASSERT_TRUE(session->Read(data, ab, sizeof ab).ok());
+        if (ab[0] != ab[1]) overlaps.fetch_add(1);
+        ASSERT_TRUE(ref.Field(&Guarded::a).Write(*session, ab[0] + 1).ok());
+        ASSERT_TRUE(ref.Field(&Guarded::b).Write(*session, ab[0] + 1).ok());
+        ASSERT_TRUE(client->Unlock(lock).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  const uint64_t total = uint64_t{kNativeThreads} * kNativeIters + 2 * kNicIters;
+  EXPECT_EQ(g.a.Load(), total);
+  EXPECT_EQ(g.b.Load(), total);
+  EXPECT_EQ(Line(lock).l_tail.Load(), 0u) << "the lease outlived the native threads";
+  EXPECT_EQ(Line(lock).r_tail.Load(), 0u);
+  EXPECT_GT(gate->stats().lease_kept, 0u) << "two native threads never overlapped";
+  EXPECT_EQ(gate->stats().runs, uint64_t{kNativeThreads} * kNativeIters);
+}
+
+// Two native threads that never stop coming would keep the lease forever:
+// each holder waits, inside its critical section, until the other thread is
+// at the gate, so a waiter is always counted when a holder leaves. The native
+// budget is what makes them give the lock to a waiting NIC thread.
+TEST_F(NativeGateTest, WaitingNicCohortGetsInAfterTheNativeBudget) {
+  const RemotePtr lock = Lock({.local = 2, .remote = 1});
+  auto gate = Gate(lock);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> started[2] = {0, 0}, finished[2] = {0, 0};
+  std::vector<std::thread> natives;
+  for (int t = 0; t < 2; ++t) {
+    natives.emplace_back([&, t] {
+      const int o = 1 - t;
+      while (!stop.load()) {
+        started[t].fetch_add(1);
+        ASSERT_TRUE(gate->Run([&] {
+                          // Hold until the other native thread is inside Run
+                          // (so waiting at the gate), then give it time to
+                          // count itself.
+                          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+                          while (!stop.load() && started[o].load() == finished[o].load() &&
+                                 std::chrono::steady_clock::now() < until) {
+                            std::this_thread::yield();
+                          }
+                          std::this_thread::sleep_for(std::chrono::microseconds(200));
+                          return absl::OkStatus();
+                        })
+                        .ok());
+        finished[t].fetch_add(1);
+      }
+    });
+  }
+  while (finished[0].load() + finished[1].load() < 20) std::this_thread::yield();
+  {
+    auto session = std::move(*cluster_->NewSession(1));
+    ClientOptions o;
+    o.timeout = std::chrono::seconds(5);
+    auto client = std::move(*ALockClient::Create(cluster_->node(1), session.get(), o));
+    for (int i = 0; i < 5; ++i) {
+      const absl::Status s = client->Lock(lock);
+      EXPECT_TRUE(s.ok()) << s;
+      if (!s.ok()) break;
+      ASSERT_TRUE(client->Unlock(lock).ok());
+    }
+  }
+  stop.store(true);
+  for (auto& th : natives) th.join();
+  EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+  EXPECT_GT(gate->stats().lease_kept, 0u);
+  EXPECT_GT(gate->stats().nic_yields, 0u);
+}
+
+// A gate held past the timeout: the waiter gives up with DeadlineExceeded,
+// and the holder, seeing nobody left, gives the lease back.
+TEST_F(NativeGateTest, GateWaitIsBounded) {
+  const RemotePtr lock = Lock();
+  ClientOptions o;
+  o.timeout = std::chrono::milliseconds(50);
+  auto gate = Gate(lock, o);
+  std::latch inside(1), waiter_done(1);
+  std::thread holder([&] {
+    ASSERT_TRUE(gate->Run([&] {
+                      inside.count_down();
+                      waiter_done.wait();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  });
+  inside.wait();
+  const absl::Status s = gate->Run([] { return absl::OkStatus(); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  waiter_done.count_down();
+  holder.join();
+  EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+  EXPECT_EQ(gate->stats().lease_kept, 0u);
+}
+
+}  // namespace
+}  // namespace locks
