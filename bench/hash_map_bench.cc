@@ -13,14 +13,15 @@
 //   absl_sharded64  absl::flat_hash_map in 64 shards, one absl::Mutex each
 //
 // Benchmarks, each with 1 and 2 threads (every thread on the same node, with
-// its own rdma::Session and map Client), for 95% get / 5% put and 50/50, over
-// uniform and Zipf(0.99) key popularity (bench/zipf.h):
+// its own rdma::Session and map Client), for 95% get / 5% put, 50/50 and
+// gets only (YCSB B, A, C), over uniform and Zipf(0.99) key popularity
+// (bench/zipf.h):
 //   native/{map,std_mutex,absl_sharded64}  threads on node 0, Path::kAuto
 //   loopback/map                           threads on node 0, Path::kLoopback
 //   remote/map                             threads on node 1, Path::kAuto
-// Then, one thread, uniform keys, for each path of the map: get100 (gets only)
-// and put100 (puts only, every put overwrites): the uncontended per-operation
-// costs of a get and of a put.
+// Then, one thread, uniform keys, for each path of the map: put100 (puts
+// only, every put overwrites): the uncontended per-operation cost of a put
+// (get100 with 1 thread is a get's).
 // Every thread replays a pre-generated trace (identical for the map and the
 // baselines), so random number generation is not measured. Puts overwrite
 // existing keys, so the map's size stays constant and every get hits.
@@ -310,8 +311,9 @@ void Register(bool set_min_time) {
     if (set_min_time) b->MinTime(0.4);
   };
   // Throughput: the mixes, 1 and 2 threads per node.
-  const Workload workloads[] = {
-      {5, KeyDist::kUniform}, {5, KeyDist::kZipf}, {50, KeyDist::kUniform}, {50, KeyDist::kZipf}};
+  // YCSB-like: B 95/5, A 50/50, C 100/0 get/put.
+  const Workload workloads[] = {{5, KeyDist::kUniform},  {5, KeyDist::kZipf}, {50, KeyDist::kUniform},
+                                {50, KeyDist::kZipf},    {0, KeyDist::kUniform}, {0, KeyDist::kZipf}};
   const std::pair<const char*, Kind> kinds[] = {{"native/map", Kind::kMapNative},
                                                 {"native/std_mutex", Kind::kStdMutex},
                                                 {"native/absl_sharded64", Kind::kAbslSharded},
@@ -320,13 +322,11 @@ void Register(bool set_min_time) {
   for (const Workload& w : workloads) {
     for (auto [name, kind] : kinds) add(name, kind, w, /*two_threads=*/true);
   }
-  // Uncontended cost of each operation alone (one thread, uniform keys): the
-  // per-op counters of a pure get and a pure put (overwrite) workload.
+  // Uncontended cost of a put alone (one thread, uniform keys; a get alone is
+  // get100 above): the per-op counters of a pure put (overwrite) workload.
   const std::pair<const char*, Kind> map_kinds[] = {
       {"native/map", Kind::kMapNative}, {"loopback/map", Kind::kMapLoopback}, {"remote/map", Kind::kMapRemote}};
-  for (int put_percent : {0, 100}) {
-    for (auto [name, kind] : map_kinds) add(name, kind, {put_percent, KeyDist::kUniform}, /*two_threads=*/false);
-  }
+  for (auto [name, kind] : map_kinds) add(name, kind, {100, KeyDist::kUniform}, /*two_threads=*/false);
 }
 
 }  // namespace

@@ -14,6 +14,9 @@
 // operations that moved a value, all threads together, wall-clock):
 //   native/<q>/1p1c       2 threads on node 0: thread 0 enqueues, thread 1 dequeues
 //   native/<q>/2both      2 threads on node 0, each enqueue then dequeue
+//   {loopback,remote}/queue/{1p1c,2both}
+//                         the same through the NIC (threads on node 0 over
+//                         loopback, or on node 1)
 //   {native,loopback,remote}/queue/batch:{1,4,16}
 //                         1 thread (node 0, or node 1 for remote): enqueue a
 //                         batch, dequeue a batch; items count values moved
@@ -310,6 +313,16 @@ void Register(bool set_min_time) {
   finish(benchmark::RegisterBenchmark("native/std_mutex/2both",
                                       [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, false); }),
          2);
+  // The same two 2-thread shapes through the NIC.
+  for (auto [name, path] : {std::pair{"loopback", structures::Path::kLoopback},
+                            std::pair{"remote", structures::Path::kRemote}}) {
+    for (auto [shape, mode] : {std::pair{"1p1c", Mode::k1p1c}, std::pair{"2both", Mode::k2Both}}) {
+      const std::string label = std::string(name) + "/queue/" + shape;
+      finish(benchmark::RegisterBenchmark(label.c_str(),
+                                          [path, mode](benchmark::State& s) { BM_Queue(s, mode, path, 1); }),
+             2);
+    }
+  }
   finish(benchmark::RegisterBenchmark(
              "mixed/queue/2native_1remote",
              [](benchmark::State& s) { BM_Queue(s, Mode::kMixed, structures::Path::kNative, 1); }),

@@ -13,12 +13,15 @@
 //
 // Benchmarks (threads replay pre-generated traces, identical for the map and
 // the baselines; items_per_second counts operations of all threads):
-//   native/{skiplist,std_map_mutex,btree_map_mutex}/get95_put5/{uniform,zipf}
-//                 1 and 2 threads on node 0 (puts overwrite: the size stays)
-//   native/.../scan95_insert5   YCSB-E: 95% Scan(k, 50), 5% inserts of new
+//   {native,loopback,remote}/skiplist and native/{std_map_mutex,btree_map_mutex}
+//     /{get95_put5,get50_put50,get100}/{uniform,zipf0.99}
+//                 YCSB B, A and C: 1 and 2 threads on node 0 (node 1 for
+//                 remote); puts overwrite, so the size stays
+//     /scan95_insert5/uniform   YCSB-E: 95% Scan(k, 50), 5% inserts of new
 //                 keys (the map grows during the run), 1 and 2 threads
-//   {native,loopback,remote}/skiplist/{get100,put100}/uniform
-//                 1 thread: the uncontended per-operation costs
+//   {native,loopback,remote}/skiplist/put100/uniform
+//                 1 thread: the uncontended cost of a put (get100 with 1
+//                 thread is a get's)
 //   remote/skiplist/get100_cold/uniform
 //                 1 thread, the client's leaf cache cleared before every
 //                 get: the descent's cost without the cache
@@ -120,9 +123,11 @@ class LockedOrderedMap {
 using StdMap = LockedOrderedMap<std::map<uint64_t, Value32>>;
 using BtreeMap = LockedOrderedMap<absl::btree_map<uint64_t, Value32>>;
 
-enum class Mix { kGet95Put5, kScan95Insert5, kGet100, kPut100, kGet100Cold, kScan100 };
+enum class Mix { kGet50Put50, kGet95Put5, kScan95Insert5, kGet100, kPut100, kGet100Cold, kScan100 };
 const char* MixName(Mix m) {
   switch (m) {
+    case Mix::kGet50Put50:
+      return "get50_put50";
     case Mix::kGet95Put5:
       return "get95_put5";
     case Mix::kScan95Insert5:
@@ -138,7 +143,19 @@ const char* MixName(Mix m) {
   }
   return "?";
 }
-int PutPercent(Mix m) { return m == Mix::kGet95Put5 || m == Mix::kScan95Insert5 ? 5 : m == Mix::kPut100 ? 100 : 0; }
+int PutPercent(Mix m) {
+  switch (m) {
+    case Mix::kGet50Put50:
+      return 50;
+    case Mix::kGet95Put5:
+    case Mix::kScan95Insert5:
+      return 5;
+    case Mix::kPut100:
+      return 100;
+    default:
+      return 0;
+  }
+}
 
 struct Env {
   absl::Status status;  // why the skiplist benchmarks are skipped, if they are
@@ -345,17 +362,23 @@ void Register(bool set_min_time) {
     b->UseRealTime();
     if (set_min_time) b->MinTime(0.4);
   };
-  const std::pair<const char*, Kind> natives[] = {
-      {"native/skiplist", Kind::kNative}, {"native/std_map_mutex", Kind::kStdMap}, {"native/btree_map_mutex", Kind::kBtree}};
+  // YCSB-like mixes (A 50/50, B 95/5, C 100/0 get/put; E 95% Scan(50) / 5%
+  // insert) on every path and the baselines, 1 and 2 threads.
+  const std::pair<const char*, Kind> kinds[] = {{"native/skiplist", Kind::kNative},
+                                                {"native/std_map_mutex", Kind::kStdMap},
+                                                {"native/btree_map_mutex", Kind::kBtree},
+                                                {"loopback/skiplist", Kind::kLoopback},
+                                                {"remote/skiplist", Kind::kRemote}};
   for (KeyDist dist : {KeyDist::kUniform, KeyDist::kZipf}) {
-    for (auto [name, kind] : natives) add(name, kind, Mix::kGet95Put5, dist, true);
+    for (Mix mix : {Mix::kGet95Put5, Mix::kGet50Put50, Mix::kGet100}) {
+      for (auto [name, kind] : kinds) add(name, kind, mix, dist, true);
+    }
   }
-  for (auto [name, kind] : natives) add(name, kind, Mix::kScan95Insert5, KeyDist::kUniform, true);
+  for (auto [name, kind] : kinds) add(name, kind, Mix::kScan95Insert5, KeyDist::kUniform, true);
+  // Uncontended cost of a put alone, per path.
   const std::pair<const char*, Kind> paths[] = {
       {"native/skiplist", Kind::kNative}, {"loopback/skiplist", Kind::kLoopback}, {"remote/skiplist", Kind::kRemote}};
-  for (Mix mix : {Mix::kGet100, Mix::kPut100}) {
-    for (auto [name, kind] : paths) add(name, kind, mix, KeyDist::kUniform, false);
-  }
+  for (auto [name, kind] : paths) add(name, kind, Mix::kPut100, KeyDist::kUniform, false);
   add("remote/skiplist", Kind::kRemote, Mix::kGet100Cold, KeyDist::kUniform, false);
   add("remote/skiplist", Kind::kRemote, Mix::kScan100, KeyDist::kUniform, false);
 }
