@@ -159,15 +159,7 @@ Env& GetEnv() {
 void Report(benchmark::State& state, const rdma::OpCounters& delta, int64_t moved, int64_t lost) {
   state.SetItemsProcessed(moved);
   state.counters["lost"] = benchmark::Counter(static_cast<double>(lost), benchmark::Counter::kAvgThreads);
-  // Per operation: this thread's share of the total (every thread runs the
-  // same number of iterations, and Google Benchmark sums counters over
-  // threads), so the reported value is the delta of all threads over all
-  // iterations.
-  const double it = static_cast<double>(std::max<int64_t>(1, state.iterations())) * state.threads();
-  state.counters["nic_ops"] = static_cast<double>(delta.nic_ops) / it;
-  state.counters["doorbells"] = static_cast<double>(delta.doorbells) / it;
-  state.counters["round_trips"] = static_cast<double>(delta.round_trips) / it;
-  state.counters["bytes"] = static_cast<double>(delta.bytes) / it;
+  bench::SetPerOpCounters(state, delta);
 }
 
 // Runs `body(i)` -> values moved (or -1 for a lost value) per iteration.

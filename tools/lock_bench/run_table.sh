@@ -6,11 +6,12 @@
 #   DURATION=10 tools/lock_bench/run_table.sh --nic-latency-ns 2000
 # Env: DURATION (measured s, default 5), WARMUP (default 1), THREADS (per node,
 # default 2), REPEAT (interleaved rounds; each row is the median run, default
-# 3), LOCK_BENCH (binary; default bazel-bin's).
+# 3), LOCK_BENCH (binary; default bazel-bin's), FABRIC (soft|verbs|auto,
+# default soft), CSV_OUT (also keep every run's CSV row there).
 # Build first: bazel build -c opt //tools/lock_bench
 set -euo pipefail
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 BIN="${LOCK_BENCH:-$(dirname "$0")/../../bazel-bin/tools/lock_bench/lock_bench}"
@@ -18,10 +19,11 @@ if [[ ! -x "$BIN" ]]; then
   echo "run_table.sh: no lock_bench binary at $BIN; run: bazel build -c opt //tools/lock_bench" >&2
   exit 2
 fi
-COMMON=(--fabric soft --nodes 2 --threads-per-node "${THREADS:-2}" --keys 1024 --cs-ns 0
+COMMON=(--fabric "${FABRIC:-soft}" --nodes 2 --threads-per-node "${THREADS:-2}" --keys 1024 --cs-ns 0
         --warmup "${WARMUP:-1}" --duration "${DURATION:-5}" --seed 1 -q)
 csv=$(mktemp)
 trap 'rm -f "$csv"' EXIT
+keep_csv() { [[ -n "${CSV_OUT:-}" ]] && cp "$csv" "$CSV_OUT"; return 0; }
 header=""
 # Rounds are interleaved (every config once per round) so that background
 # noise spreads over all configs; each config's row is its median-throughput run.
@@ -33,6 +35,7 @@ for round in $(seq 1 "${REPEAT:-3}"); do
       [ -z "$header" ] && header=$(head -1 <<<"$out") && echo "$header" >"$csv"
       echo "round $round: $(tail -1 <<<"$out")" >&2
       tail -1 <<<"$out" >>"$csv"
+      keep_csv
     done
   done
 done
