@@ -3,8 +3,11 @@
 # same run, one CSV and the plots (bench/suite/README.md).
 #
 # Usage: bench/run_suite.sh [options]
-#   --quick             short runs (about 2-3 minutes on 2 cores): 1 repetition,
-#                       --benchmark_min_time 0.05, 20,000 keys per map
+#   --quick             short runs (about 2 minutes on 2 cores): 1 repetition,
+#                       --benchmark_min_time 0.05, 20,000 keys per map. The full
+#                       suite: 3 interleaved repetitions (medians reported),
+#                       100,000 hash map keys, 200,000 ordered map keys
+#                       (about 15 minutes)
 #   --fabric=KIND       soft | verbs | auto (default soft). verbs on a machine
 #                       without an RDMA device runs the suite inside a Soft-RoCE
 #                       qemu guest (tools/rxe_vm/rxe_run) on rxe0
@@ -21,7 +24,8 @@
 # is reported and the others still run; the exit code is then 1.
 set -uo pipefail
 
-REPO=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
+# The tree this script sits in (a checkout, or a Bazel test's runfiles).
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0
 fabric=soft
 out=""
@@ -30,7 +34,7 @@ min_time=""
 build=1
 bin_dir="$REPO/bazel-bin"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run_suite.sh: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
@@ -98,13 +102,16 @@ fi
 gb_flags=(--benchmark_out_format=json "--fabric=$fabric")
 if [[ $quick -eq 1 ]]; then
   gb_flags+=("--benchmark_min_time=${min_time:-0.05}")
-  keys=20000
+  map_keys=20000
+  ordered_keys=20000
   lock_env=(DURATION="${min_time:-0.3}" WARMUP=0.1 REPEAT=1)
 else
   gb_flags+=(--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true
              --benchmark_display_aggregates_only=true)
   [[ -n "$min_time" ]] && gb_flags+=("--benchmark_min_time=$min_time")
-  keys=""
+  map_keys=100000
+  # (skiplist_bench's own default, 10^6, adds about 7 minutes here.)
+  ordered_keys=200000
   lock_env=(DURATION="${min_time:-2}" WARMUP=0.5 REPEAT=3)
 fi
 
@@ -113,7 +120,7 @@ declare -A est
 if [[ $quick -eq 1 ]]; then
   est=([transport]=5 [locks]=15 [hash_map]=25 [skiplist]=40 [queue]=15)
 else
-  est=([transport]=30 [locks]=110 [hash_map]=200 [skiplist]=330 [queue]=110)
+  est=([transport]=25 [locks]=100 [hash_map]=140 [skiplist]=420 [queue]=45)
 fi
 
 run_part() {
@@ -125,9 +132,9 @@ run_part() {
       env "${lock_env[@]}" FABRIC="$fabric" CSV_OUT="$out/locks.csv" LOCK_BENCH="$bin_dir/tools/lock_bench/lock_bench" \
         "$REPO/tools/lock_bench/run_table.sh" ;;
     hash_map)
-      "$bin_dir/bench/hash_map_bench" "${gb_flags[@]}" ${keys:+--keys=$keys} --benchmark_out="$out/hash_map.json" ;;
+      "$bin_dir/bench/hash_map_bench" "${gb_flags[@]}" --keys="$map_keys" --benchmark_out="$out/hash_map.json" ;;
     skiplist)
-      "$bin_dir/bench/skiplist_bench" "${gb_flags[@]}" ${keys:+--keys=$keys} --benchmark_out="$out/skiplist.json" ;;
+      "$bin_dir/bench/skiplist_bench" "${gb_flags[@]}" --keys="$ordered_keys" --benchmark_out="$out/skiplist.json" ;;
     queue)
       "$bin_dir/bench/queue_bench" "${gb_flags[@]}" --benchmark_out="$out/queue.json" ;;
   esac
@@ -170,8 +177,20 @@ if [[ ${#inputs[@]} -eq 0 ]]; then
   say "no part produced results"
   exit 1
 fi
+# Debian's python3 has matplotlib (tools/setup_deps.sh); another python3
+# first on PATH may not.
+python=""
+for p in "${PYTHON:-}" /usr/bin/python3 python3; do
+  if [[ -n "$p" ]] && command -v "$p" >/dev/null && "$p" -c 'import matplotlib' 2>/dev/null; then
+    python=$p
+    break
+  fi
+done
 say "report: results.csv and plots from ${#inputs[@]} inputs"
-if ! python3 "$REPO/bench/suite/report.py" --out "$out" --label "$fabric" "${inputs[@]}" 2>"$out/report.log"; then
+if [[ -z "$python" ]]; then
+  failed+=(report)
+  say "report FAILED: no python3 with matplotlib (run tools/setup_deps.sh)"
+elif ! "$python" "$REPO/bench/suite/report.py" --out "$out" --label "$fabric" "${inputs[@]}" 2>"$out/report.log"; then
   failed+=(report)
   say "report FAILED:"
   tail -5 "$out/report.log" | sed 's/^/    /' >&2
