@@ -7,7 +7,7 @@
 #                       --benchmark_min_time 0.05, 20,000 keys per map. The full
 #                       suite: 3 interleaved repetitions (medians reported),
 #                       100,000 hash map keys, 200,000 ordered map keys
-#                       (about 15 minutes)
+#                       (about 9 minutes)
 #   --fabric=KIND       soft | verbs | auto (default soft). verbs on a machine
 #                       without an RDMA device runs the suite inside a Soft-RoCE
 #                       qemu guest (tools/rxe_vm/rxe_run) on rxe0
@@ -120,7 +120,7 @@ declare -A est
 if [[ $quick -eq 1 ]]; then
   est=([transport]=5 [locks]=15 [hash_map]=25 [skiplist]=40 [queue]=15)
 else
-  est=([transport]=25 [locks]=100 [hash_map]=140 [skiplist]=420 [queue]=45)
+  est=([transport]=25 [locks]=100 [hash_map]=125 [skiplist]=240 [queue]=45)
 fi
 
 run_part() {
