@@ -20,6 +20,7 @@
 #include "rdma/remote_ref.h"
 #include "rdma/rmw_word.h"
 #include "rdma/session.h"
+#include "testing/backends.h"
 
 namespace locks {
 namespace {
@@ -37,11 +38,8 @@ struct alignas(64) Guarded {
 class NativeGateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    rdma::ClusterOptions o;
-    o.num_nodes = 2;
-    o.node.arena_bytes = 2 << 20;
-    o.fabric.kind = rdma::FabricKind::kSoft;
-    cluster_ = std::move(*rdma::Cluster::Create(o));
+    cluster_ = rdma::testing::MakeCluster("soft", 2, 2 << 20);
+    ASSERT_NE(cluster_, nullptr);
   }
   RemotePtr Lock(Budgets b = {}) {
     auto t = LockTable::Create(cluster_->node(0), 1, {LockKind::kALock, b});
