@@ -33,6 +33,29 @@ def adjacent_pairs(rng, n):
     return [a, (a + 1) % n, b, (b + 1) % n]
 
 
+def race_first_full(units, slots, seed):
+    """RACE-style combined buckets: each unit is [main 0][overflow][main 1] of
+    `slots` slots each; a key has two candidates (unit, side), each the side's
+    main bucket plus the unit's shared overflow (contiguous: one READ). It
+    goes to the candidate with more free slots, main bucket first. Load at
+    the first key whose two candidates are both full (keys / all slots)."""
+    rng = random.Random(seed)
+    main = [[0, 0] for _ in range(units)]
+    over = [0] * units
+    keys = 0
+    while True:
+        cands = [(rng.randrange(units), rng.randrange(2)) for _ in range(2)]
+        free = [(2 * slots - main[u][s] - over[u], u, s) for u, s in cands]
+        f, u, s = max(free)
+        if f == 0:
+            return keys / (units * 3 * slots)
+        if main[u][s] < slots:
+            main[u][s] += 1
+        else:
+            over[u] += 1
+        keys += 1
+
+
 CASES = [
     ("1 group (today)", 65536, 8, choices(1)),
     ("2 choices", 65536, 8, choices(2)),
@@ -46,3 +69,6 @@ if __name__ == "__main__":
     for name, buckets, slots, candidates in CASES:
         loads = [first_full(buckets, slots, candidates, seed) for seed in (0, 1)]
         print(f"{name:32s} {buckets:6d} x {slots:2d}: " + ", ".join(f"{x:.3f}" for x in loads))
+    # 21,845 units of 3 groups: the same 65,535 x 8 slots as the cases above.
+    loads = [race_first_full(21845, 8, seed) for seed in (0, 1)]
+    print(f"{'RACE combined (main+shared ovf)':32s} {21845 * 3:6d} x  8: " + ", ".join(f"{x:.3f}" for x in loads))
