@@ -10,8 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <memory>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -155,7 +156,9 @@ class QueueClient {
             .ptr();
     if (r.native()) {
       queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, producer);
-      if (producer && !Policy::kNativeUsesItsDomain) return MutantCpuLocked(r, [&] { return step(ring); });
+      if constexpr (!Policy::kNativeUsesItsDomain) {  // test-only mutant
+        if (producer) return MutantCpuLocked(r, [&] { return step(ring); });
+      }
       // Natively, through the process's gate for this ring and side: unfair
       // among native threads, and the ALock stays with the native side while
       // they keep coming (locks/native_gate.h).
@@ -194,7 +197,8 @@ class QueueClient {
   // with.
   template <typename Step>
   absl::Status MutantCpuLocked(const Route& r, Step&& step) {
-    rdma::CpuWord& word = reinterpret_cast<rdma::CpuWord&>(Local(r).tail_lock.r_tail);
+    rdma::CpuWord& word =
+        *std::launder(reinterpret_cast<rdma::CpuWord*>(static_cast<void*>(&Local(r).tail_lock.r_tail)));
     // Bounded like every wait: the broken lock can stay "held" for good (a
     // NIC locker's descriptor left in the word), and a test must not hang.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
