@@ -68,6 +68,12 @@ class StructureClient {
     o.max_held = 1;
     return o;
   }
+  // Lock options for a client that holds up to two locks at a time.
+  static locks::ClientOptions TwoLocks() {
+    locks::ClientOptions o;
+    o.max_held = 2;
+    return o;
+  }
 
   StructureClient(StructureClient&&) = default;
   StructureClient& operator=(StructureClient&&) = delete;
@@ -106,6 +112,14 @@ class StructureClient {
   // bypassed the lock causes it.
   template <typename ReadOnce, typename WhatBroke>
   absl::Status ReadValidated(const Route& r, rdma::RemotePtr lock, ReadOnce&& read_once, WhatBroke&& what_broke) {
+    return ReadValidatedUnder(
+        [&](auto&& step) { return WithLock(r, lock, step); }, read_once, what_broke);
+  }
+  // ReadValidated for a read that needs several locks: the last read runs
+  // inside `under_locks(step)`, which takes them, runs `step` and releases
+  // them.
+  template <typename UnderLocks, typename ReadOnce, typename WhatBroke>
+  absl::Status ReadValidatedUnder(UnderLocks&& under_locks, ReadOnce&& read_once, WhatBroke&& what_broke) {
     bool valid = false;
     for (int attempt = 0; attempt < kOptimisticReads; ++attempt) {
       if (absl::Status s = read_once(&valid); !s.ok()) return s;
@@ -114,7 +128,7 @@ class StructureClient {
       if (attempt >= 2) std::this_thread::yield();
     }
     ++stats_.locked_reads;
-    absl::Status s = WithLock(r, lock, [&] { return read_once(&valid); });
+    absl::Status s = under_locks([&] { return read_once(&valid); });
     if (!s.ok()) return s;
     if (!valid) return Corrupt(what_broke());
     return absl::OkStatus();

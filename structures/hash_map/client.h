@@ -2,9 +2,9 @@
 #define STRUCTURES_HASH_MAP_CLIENT_H_
 
 // One thread's handle on a HashMap (hash_map.h has the contract: paths,
-// concurrency, costs, errors). The algorithm is written once, over a group
-// accessor: NativeGroup (native_path.h: CPU loads and stores in place) or
-// RemoteGroup (rdma_path.h: READ into a private copy, one WRITE per slot).
+// concurrency, costs, errors). The algorithm is written once, over a unit
+// accessor: NativeUnits (native_path.h: CPU loads and stores in place) or
+// RemoteUnits (rdma_path.h: READs into private copies, one WRITE per slot).
 // Routing, the optimistic read loop and lock handling are the shared
 // StructureClient's (structures/common/client.h).
 
@@ -13,12 +13,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "rdma/path.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/remote_ref.h"
@@ -38,15 +41,19 @@ namespace structures {
 template <typename V, typename Policy = HashMapPolicy>
 class HashMapClient {
   using L = hash_map_internal::SlotLayout<V>;
-  using Group = hash_map_internal::Group<V>;
+  using Unit = hash_map_internal::Unit<V>;
   using Lookup = hash_map_internal::Lookup;
+  using Placement = hash_map_internal::Placement;
+  using Candidate = hash_map_internal::Candidate;
+  // Windows a reader looks in (2; 1 only in a test-only mutant).
+  static constexpr int kReaderWindows = Policy::kReadBothWindows ? 2 : 1;
 
  public:
-  static constexpr size_t kGroupBytes = L::kGroupBytes;
+  static constexpr size_t kUnitBytes = L::kUnitBytes;
   static constexpr size_t kSlotsPerGroup = hash_map_internal::kSlotsPerGroup;
 
-  HashMapClient(StructureClient common, size_t groups_per_node)
-      : c_(std::move(common)), groups_per_node_(groups_per_node) {}
+  HashMapClient(StructureClient common, size_t units_per_node)
+      : c_(std::move(common)), units_per_node_(units_per_node) {}
   HashMapClient(const HashMapClient&) = delete;
   HashMapClient& operator=(const HashMapClient&) = delete;
 
@@ -59,8 +66,15 @@ class HashMapClient {
       // slot's words can stay in registers, and the value is constructed in
       // place in the result (copies through memory with mismatched widths
       // stall store forwarding; that was a measurable part of a cached get).
+      // The second window is scanned only when the first misses.
       uint64_t w[L::kWords];
-      const Lookup l = hash_map_internal::NativeFind<V>(LocalGroup(op), key, op.start, Policy::kVerifyReads, w);
+      const Unit* units = LocalUnits(op);
+      Lookup l = hash_map_internal::NativeFind<V>(units[op.p.c[0].unit], op.p.c[0].side, key, op.p.start,
+                                                  Policy::kVerifyReads, w);
+      if (l.kind == Lookup::kAbsent && kReaderWindows == 2) {
+        l = hash_map_internal::NativeFind<V>(units[op.p.c[1].unit], op.p.c[1].side, key, op.p.start,
+                                             Policy::kVerifyReads, w);
+      }
       if (l.kind == Lookup::kFound) {
         return absl::StatusOr<std::optional<V>>(absl::in_place, L::DecodeValue(w + L::kValueWord));
       }
@@ -83,7 +97,7 @@ class HashMapClient {
   }
 
   // Binds key to value. Returns the previous value, or nullopt if the key was
-  // absent. ResourceExhausted when absent and its group is full.
+  // absent. ResourceExhausted when absent and both its windows are full.
   absl::StatusOr<std::optional<V>> Put(uint64_t key, const V& value, Path path = Path::kAuto) {
     std::optional<V> prev;
     RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t* found, Action* a) -> absl::Status {
@@ -101,7 +115,7 @@ class HashMapClient {
 
   // Binds key to value only if the key is absent. True if it was inserted
   // (then it was absent); false if present (nothing changes).
-  // ResourceExhausted when absent and its group is full.
+  // ResourceExhausted when absent and both its windows are full.
   absl::StatusOr<bool> Insert(uint64_t key, const V& value, Path path = Path::kAuto) {
     bool inserted = false;
     RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t*, Action* a) -> absl::Status {
@@ -128,38 +142,39 @@ class HashMapClient {
 
   // Entries stored on `node` (natively when it is the client's node, else with
   // RDMA READs of the part in chunks). Exact when no writer runs. Under
-  // concurrent writers each group is counted at its own instant during the
+  // concurrent writers each unit is counted at its own instant during the
   // call, so the result may differ from the size at any single instant by at
   // most the number of writes that overlap the call.
   absl::StatusOr<size_t> Size(rdma::NodeId node) {
     Op op;
     RETURN_IF_ERROR(c_.RouteTo(node, Path::kAuto, &op.route));
     size_t total = 0;
-    const size_t chunk_groups = std::max<size_t>(1, (size_t{256} << 10) / kGroupBytes);
+    const size_t chunk_units = std::max<size_t>(1, (size_t{256} << 10) / kUnitBytes);
     std::vector<uint64_t> buf;
-    for (size_t g0 = 0; g0 < groups_per_node_; g0 += chunk_groups) {
-      const size_t n = std::min(chunk_groups, groups_per_node_ - g0);
+    for (size_t u0 = 0; u0 < units_per_node_; u0 += chunk_units) {
+      const size_t n = std::min(chunk_units, units_per_node_ - u0);
       if (!op.route.native()) {  // one READ for the whole chunk
-        buf.resize(n * kGroupBytes / 8);
-        RETURN_IF_ERROR(c_.session()->Read(op.route.base + g0 * kGroupBytes, buf.data(), n * kGroupBytes));
+        buf.resize(n * kUnitBytes / 8);
+        RETURN_IF_ERROR(c_.session()->Read(op.route.base + u0 * kUnitBytes, buf.data(), n * kUnitBytes));
       }
-      for (size_t g = 0; g < n; ++g) {
-        op.group = op.route.base + (g0 + g) * kGroupBytes;
+      for (size_t u = 0; u < n; ++u) {
+        const size_t unit = u0 + u;
         int count;
         if (op.route.native()) {
-          hash_map_internal::NativeSnapshot<V>(LocalGroup(op), snap_.data());
-          count = hash_map_internal::CountOccupied<V>(snap_.data());
+          hash_map_internal::NativeSnapshot<V>(LocalUnits(op)[unit], unit_snap_.data());
+          count = hash_map_internal::CountOccupied<V>(unit_snap_.data(), hash_map_internal::kSlotsPerUnit);
         } else {
-          count = hash_map_internal::CountOccupied<V>(buf.data() + (g * kGroupBytes + L::kSlotsOffset) / 8);
+          count = hash_map_internal::CountOccupied<V>(buf.data() + (u * kUnitBytes + L::kSlotsOffset) / 8,
+                                                      hash_map_internal::kSlotsPerUnit);
         }
-        if (count < 0) {  // torn: read this group again on its own
-          RETURN_IF_ERROR(WithAccessor(op, [&](auto& group) {
-            return c_.ReadValidated(op.route, op.group, [&](bool* valid) {
-              RETURN_IF_ERROR(group.Snapshot(snap_.data()));
-              count = hash_map_internal::CountOccupied<V>(snap_.data());
+        if (count < 0) {  // torn: read this unit again on its own
+          RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
+            return c_.ReadValidated(op.route, UnitLock(op, unit), [&](bool* valid) {
+              RETURN_IF_ERROR(units.Snapshot(unit, unit_snap_.data()));
+              count = hash_map_internal::CountOccupied<V>(unit_snap_.data(), hash_map_internal::kSlotsPerUnit);
               *valid = count >= 0;
               return absl::OkStatus();
-            }, [&] { return Broken(op); });
+            }, [&] { return Broken(op, unit); });
           }));
         }
         total += static_cast<size_t>(count);
@@ -172,119 +187,189 @@ class HashMapClient {
   const ReadStats& read_stats() const { return c_.stats(); }
 
  private:
-  // One operation's target: the route to the key's home, the group, and the
-  // slot where scans for the key start.
+  // One operation's target: the route to the key's home and the key's
+  // placement there (two candidate windows and the scan start).
   struct Op {
     Route route;
-    rdma::RemotePtr group;  // also the group lock's line (offset 0)
-    size_t start = 0;
+    Placement p;
   };
-  // What a writer decided to store: slot index (-1: nothing) and the value
-  // (null: make the slot empty).
+  // What a writer decided to store: slot index within the window of the
+  // lookup (-1: nothing) and the value (null: make the slot empty).
   struct Action {
     int slot = -1;
     const V* value = nullptr;
   };
 
   absl::Status RouteFor(uint64_t key, Path path, Op* op) const {
-    const hash_map_internal::Placement p = hash_map_internal::Place(key, c_.num_nodes(), groups_per_node_);
-    RETURN_IF_ERROR(c_.RouteTo(p.node, path, &op->route));
-    op->group = op->route.base + p.group * kGroupBytes;
-    op->start = p.start;
-    return absl::OkStatus();
+    op->p = hash_map_internal::Place(key, c_.num_nodes(), units_per_node_);
+    return c_.RouteTo(op->p.node, path, &op->route);
   }
 
-  Group& LocalGroup(const Op& op) const { return rdma::RemoteRef<Group>::At(op.group).Local(c_.node().id()); }
+  Unit* LocalUnits(const Op& op) const { return &rdma::RemoteRef<Unit>::At(op.route.base).Local(c_.node().id()); }
+  rdma::RemotePtr UnitLock(const Op& op, size_t unit) const {
+    return hash_map_internal::UnitPtr<V>(op.route.base, unit);  // the lock is the unit's first line
+  }
 
   // Runs `f` with the accessor for `op`'s path: the one native/NIC branch.
   template <typename F>
   absl::Status WithAccessor(const Op& op, F&& f) {
     if (op.route.native()) {
-      hash_map_internal::NativeGroup<V> g(LocalGroup(op));
-      return f(g);
+      hash_map_internal::NativeUnits<V> units(LocalUnits(op));
+      return f(units);
     }
-    hash_map_internal::RemoteGroup<V> g(*c_.session(), op.group, snap_.data());
-    return f(g);
+    hash_map_internal::RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data());
+    return f(units);
   }
 
-  std::string Broken(const Op& op) const {
-    return absl::StrCat("group ", (op.group.address() - op.route.base.address()) / kGroupBytes, " on node ",
-                        op.route.home, " has a slot whose checksum does not match");
+  std::string Broken(const Op& op, size_t unit) const {
+    return absl::StrCat("unit ", unit, " on node ", op.route.home, " has a slot whose checksum does not match");
   }
 
   absl::Status Full(uint64_t key) const {
-    const hash_map_internal::Placement p = hash_map_internal::Place(key, c_.num_nodes(), groups_per_node_);
+    const Placement p = hash_map_internal::Place(key, c_.num_nodes(), units_per_node_);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "HashMap: key ", key, " maps to group ", p.group, " on node ", p.node, ", whose ", kSlotsPerGroup,
-        " slots are all in use; the key was not stored and nothing stored was lost. Create the map with more "
+        "HashMap: key ", key, " may live in units ", p.c[0].unit, " and ", p.c[1].unit, " on node ", p.node,
+        ", and both its windows of ", hash_map_internal::kSlotsPerWindow,
+        " slots are full; the key was not stored and nothing stored was lost. Create the map with more "
         "groups_per_node (see structures/README.md, Capacity)"));
   }
 
   // Get/Contains: optimistic reads until the key is found in a slot whose
-  // checksum matches, or is absent (ScanGroup: absence needs no checksum);
-  // then, if that never happens, one read under the group lock. `*found`
-  // says which; when found, the slot's words are in `words` (L::kWords).
+  // checksum matches, or is absent from both windows (ScanWindow: absence
+  // needs no checksum); then, if that never happens, one read under both
+  // unit locks. `*found` says which; when found, the slot's words are in
+  // `words` (L::kWords). NIC: both windows in one doorbell (RemoteUnits::
+  // FetchWindows), 1 round trip.
   absl::Status FindUnlocked(const Op& op, uint64_t key, uint64_t* words, bool* found) {
-    hash_map_internal::Lookup l;
-    RETURN_IF_ERROR(WithAccessor(op, [&](auto& group) {
-      return c_.ReadValidated(op.route, op.group, [&](bool* valid) {
-        RETURN_IF_ERROR(group.Find(key, op.start, Policy::kVerifyReads, words, &l));
-        *valid = l.kind != hash_map_internal::Lookup::kTorn;
-        return absl::OkStatus();
-      }, [&] { return Broken(op); });
+    Lookup l;
+    RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
+      return c_.ReadValidatedUnder(
+          [&](auto&& step) { return WithUnitLocks(op, units, /*chain=*/false, [&](const bool*) { return step(); }); },
+          [&](bool* valid) {
+            RETURN_IF_ERROR(units.FetchWindows(op.p, kReaderWindows));
+            RETURN_IF_ERROR(units.Find(op.p, 0, key, Policy::kVerifyReads, words, &l));
+            if (l.kind == Lookup::kAbsent && kReaderWindows == 2) {
+              RETURN_IF_ERROR(units.Find(op.p, 1, key, Policy::kVerifyReads, words, &l));
+            }
+            *valid = l.kind != Lookup::kTorn;
+            return absl::OkStatus();
+          },
+          [&] { return Broken(op, op.p.c[0].unit); });
     }));
-    *found = l.kind == hash_map_internal::Lookup::kFound;
+    *found = l.kind == Lookup::kFound;
     return absl::OkStatus();
   }
 
-  // The writer protocol: lock the group, read it, let `decide` choose what to
-  // store (it may also fail, e.g. ResourceExhausted), store one slot, unlock.
-  // Every exit releases the lock.
+  // Holds the locks of both candidate units (one lock when they are the same
+  // unit) around `step(fetched)`, taken in unit order (address order, so two
+  // writers never wait for each other crosswise) and released in reverse.
+  // With `chain` on the NIC path, each acquire READs its unit's window(s) in
+  // its own round trip (ALock's LockAndRead); fetched[w] says whether window
+  // w was read that way, as a holder. Every exit releases what was taken.
+  template <typename Units, typename Step>
+  absl::Status WithUnitLocks(const Op& op, Units& units, bool chain, Step&& step) {
+    constexpr bool kNic = std::is_same_v<Units, hash_map_internal::RemoteUnits<V>>;
+    const Candidate* c = op.p.c;
+    bool fetched[2] = {false, false};
+    std::array<rdma::ChainedRead, 2> reads;
+    if (op.p.same_unit()) {
+      size_t n = 0;
+      if constexpr (kNic) {
+        if (chain) {
+          reads = {units.WindowRead(op.p, 0), units.WindowRead(op.p, 1)};
+          n = 2;
+        }
+      }
+      return c_.WithLockAndRead(op.route, UnitLock(op, c[0].unit), absl::MakeConstSpan(reads.data(), n),
+                                [&](bool done) {
+                                  fetched[0] = fetched[1] = done;
+                                  return step(static_cast<const bool*>(fetched));
+                                });
+    }
+    const int lo = c[0].unit < c[1].unit ? 0 : 1;
+    const int hi = 1 - lo;
+    size_t n = 0;
+    if constexpr (kNic) {
+      if (chain) {
+        reads = {units.WindowRead(op.p, lo), units.WindowRead(op.p, hi)};
+        n = 1;
+      }
+    }
+    return c_.WithLockAndRead(op.route, UnitLock(op, c[lo].unit), absl::MakeConstSpan(reads.data(), n),
+                              [&](bool done_lo) {
+                                fetched[lo] = done_lo;
+                                return c_.WithLockAndRead(
+                                    op.route, UnitLock(op, c[hi].unit), absl::MakeConstSpan(reads.data() + 1, n),
+                                    [&](bool done_hi) {
+                                      fetched[hi] = done_hi;
+                                      return step(static_cast<const bool*>(fetched));
+                                    });
+                              });
+  }
+
+  // The writer protocol: lock both candidate units, look for the key in both
+  // windows, let `decide` choose what to store (it may also fail, e.g.
+  // ResourceExhausted), store one slot, unlock. A new key goes to the window
+  // with more free slots (the first on a tie), main group first (ScanSlot).
+  // Every exit releases the locks.
   //
   // Native: lock (ALock local cohort: CPU atomics only when uncontended),
-  // an in-place scan with CPU loads (no checksums: the lock holder is the only
+  // in-place scans with CPU loads (no checksums: the lock holder is the only
   // writer, so the words are stable), CPU stores of the one changed slot
   // (checksum last), unlock.
-  // NIC: lock (remote cohort), one READ, one WRITE posted without waiting,
-  // unlock (its CAS on the same QP orders after the WRITE: rdma_path.h).
+  // NIC: lock each unit with its window READ in the acquire's round trip, one
+  // WRITE posted without waiting, unlock (its CAS on the same QP orders after
+  // the WRITE: rdma_path.h).
   template <typename Decide>
   absl::Status WriteLocked(uint64_t key, Path path, Decide&& decide) {
     Op op;
     RETURN_IF_ERROR(RouteFor(key, path, &op));
-    return WithAccessor(op, [&](auto& group) {
+    return WithAccessor(op, [&](auto& units) {
       if (op.route.native() && !Policy::kNativeWritersLock) {
-        return WriteUnderLock(op, group, key, decide);  // test-only mutant: no lock
+        const bool none[2] = {false, false};
+        return WriteUnderLocks(op, units, none, key, decide);  // test-only mutant: no lock
       }
-      return c_.WithLock(op.route, op.group, [&] { return WriteUnderLock(op, group, key, decide); });
+      return WithUnitLocks(op, units, /*chain=*/true,
+                           [&](const bool* fetched) { return WriteUnderLocks(op, units, fetched, key, decide); });
     });
   }
 
-  template <typename Accessor, typename Decide>
-  absl::Status WriteUnderLock(const Op& op, Accessor& group, uint64_t key, Decide& decide) {
-    uint64_t found[L::kWords];  // the key's slot as read (kFound)
-    hash_map_internal::Lookup l;
-    RETURN_IF_ERROR(group.FindUnderLock(key, op.start, found, &l));
-    if (l.kind == hash_map_internal::Lookup::kTorn) return c_.Corrupt(Broken(op));
+  template <typename Units, typename Decide>
+  absl::Status WriteUnderLocks(const Op& op, Units& units, const bool* fetched, uint64_t key, Decide& decide) {
+    uint64_t found[L::kWords] = {};  // the key's slot as read (kFound)
+    Lookup l[2];
+    int which = -1;  // the window the key is in
+    for (int w = 0; w < 2 && which < 0; ++w) {
+      RETURN_IF_ERROR(units.FindUnderLock(op.p, w, fetched[w], key, found, &l[w]));
+      if (l[w].kind == Lookup::kTorn) return c_.Corrupt(Broken(op, op.p.c[w].unit));
+      if (l[w].kind == Lookup::kFound) which = w;
+    }
+    if (which < 0) which = l[1].free_count > l[0].free_count ? 1 : 0;
+    const Lookup& lw = l[which];
     Action a;
-    RETURN_IF_ERROR(decide(l, static_cast<const uint64_t*>(found), &a));
+    RETURN_IF_ERROR(decide(lw, static_cast<const uint64_t*>(found), &a));
     if (a.slot < 0) return absl::OkStatus();
-    const bool overwrite = a.slot == l.slot && l.kind == hash_map_internal::Lookup::kFound;
+    const bool overwrite = a.slot == lw.slot && lw.kind == Lookup::kFound;
     uint64_t words[L::kWords];
-    L::MakeSlot(overwrite ? found[L::kStateWord] : l.free_state, key, a.value, words);
+    L::MakeSlot(overwrite ? found[L::kStateWord] : lw.free_state, key, a.value, words);
     const bool key_unchanged = overwrite && a.value != nullptr;
+    const Candidate& c = op.p.c[which];
+    const size_t slot = L::WindowFirstSlot(c.side) + static_cast<size_t>(a.slot);
     if constexpr (!Policy::kReleaseAfterRemoteWrite) {
       if (!op.route.native()) {
-        // Test-only mutant: release first, then write.
-        RETURN_IF_ERROR(c_.lock().Unlock(op.group));
-        return group.StoreSlot(a.slot, words, key_unchanged, /*wait=*/true);
+        // Test-only mutant: release the unit first, then write.
+        RETURN_IF_ERROR(c_.lock().Unlock(UnitLock(op, c.unit)));
+        return units.StoreSlot(c.unit, slot, words, key_unchanged, /*wait=*/true);
       }
     }
-    return group.StoreSlot(a.slot, words, key_unchanged, /*wait=*/false);
+    return units.StoreSlot(c.unit, slot, words, key_unchanged, /*wait=*/false);
   }
 
   StructureClient c_;
-  const size_t groups_per_node_;
-  std::array<uint64_t, L::kSnapshotWords> snap_{};  // the last group read (private memory)
+  const size_t units_per_node_;
+  // Private copies of the last windows and unit read.
+  std::array<std::array<uint64_t, L::kWindowWords>, 2> win_{};
+  std::array<uint64_t, L::kUnitSlotsWords> unit_snap_{};
 };
 
 }  // namespace structures

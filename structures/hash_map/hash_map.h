@@ -18,50 +18,63 @@
 // The map owns the parts it created and frees them when destroyed: destroy it
 // after its clients and before its nodes. It is move-only.
 //
-// Placement: a fixed 64-bit mixer of the key picks one of the
-// num_nodes * groups_per_node bucket groups; group g lives on node
-// g / groups_per_node (HomeOf). Deterministic across processes.
+// Placement (docs/design.md §9.2): a node's part is a run of units, each a
+// lock line and three 8-slot groups [main 0][overflow][main 1]. A fixed
+// 64-bit mixer of the key picks its home node (HomeOf) and two candidate
+// windows there (CandidatesOf): a window is one side of a unit, its main
+// group plus the unit's shared overflow group, 16 contiguous slots. A key is
+// in one slot of one of its windows while present and never moves. This is
+// what lets the map fill to a load of about 0.9 before the first
+// ResourceExhausted (structures/README.md, Capacity). Deterministic across
+// processes.
 //
 // Paths (chosen per operation from rdma::Path, rdma/path.h):
 //   native    the key's home is the client's node (kAuto or kNative): CPU
-//             loads and stores only; the group lock is ALock's local cohort.
-//             No NIC operation unless remote writers contend for the group.
+//             loads and stores only; the unit locks are ALock's local cohort.
+//             No NIC operation unless remote writers contend for a unit.
 //   loopback  the key's home is the client's node and path == kLoopback: the
 //             same operations as remote, over the client's loopback QP.
 //   remote    the key lives on another node: one-sided RDMA.
 //
 // Concurrency (invariants in layout.h; the proof in structures/README.md):
-//   * Writers (Put, Insert, Erase) serialize per group with the group's ALock
-//     line. Under it they read the group (natively: CPU loads in place), and
-//     store one slot tuple (state/version, key, value, checksum).
+//   * Writers (Put, Insert, Erase) hold the ALock lines of both candidate
+//     units (taken in unit order; one lock when the windows share a unit).
+//     Under them they scan both windows (natively: CPU loads in place), and
+//     store one slot tuple (state/version, key, value, checksum): over the
+//     key's slot if present, else into the window with more free slots.
 //   * Readers (Get, Contains) take no lock. Each key has a start slot (from its
-//     hash); readers scan the group's slots circularly from it, looking at
-//     state and key words only (natively: CPU loads in place, usually one slot;
-//     NIC: one RDMA READ of the group's slots, scanned in private memory). The
-//     slot holding the key is accepted only if its checksum matches; a torn
-//     found slot is read again. "Absent" needs no checksum (layout.h). After
-//     kOptimisticReads torn reads in a row a reader takes the group lock and
-//     reads under it, so readers never starve and never fail because of
-//     contention.
+//     hash); readers scan each window's main group and then its overflow
+//     group circularly from it, looking at state and key words only
+//     (natively: CPU loads in place, usually one slot, the second window only
+//     after the first missed; NIC: both windows with two READs in one
+//     doorbell, scanned in private memory). The slot holding the key is
+//     accepted only if its checksum matches; a torn found slot is read again.
+//     "Absent" needs no checksum (layout.h). After kOptimisticReads torn
+//     reads in a row a reader takes both unit locks and reads under them, so
+//     readers never starve and never fail because of contention.
 //
 // Costs (uncontended, asserted by tests/structures/hash_map_test.cc):
-//   native Get/Put/Insert/Erase:   0 NIC ops. A Get scans the group in place
-//                                  from the key's start slot: usually one slot
-//                                  loaded and one slot checksum (README, Costs).
-//   remote/loopback Get, Contains: 1 NIC op (one READ of the group's slots),
-//                                  1 round trip, 1 doorbell.
-//   remote/loopback Put/Insert/Erase that writes, slot <= 64 bytes (values of
-//     up to 40 bytes): lock (CAS + READ, 1 RT), READ group (1 RT), WRITE slot
-//     posted without waiting, unlock (CAS, 1 RT): 5 NIC ops, 3 round trips,
-//     4 doorbells. Larger slots are not inlined: the WRITE is waited for, 4 RTs.
+//   native Get/Put/Insert/Erase:   0 NIC ops. A Get scans the first window
+//                                  in place from the key's start slot: usually
+//                                  one slot loaded and one slot checksum.
+//   remote/loopback Get, Contains: 2 NIC ops (one READ per window, in one
+//                                  doorbell), 1 round trip, hit or miss.
+//   remote/loopback Put/Insert/Erase that writes, windows in two units, slot
+//     <= 64 bytes (values of up to 40 bytes): lock each unit with its window
+//     READ in the acquire's chain (CAS + READ + READ, 1 RT each), WRITE slot
+//     posted without waiting, unlock each (CAS, 1 RT each): 9 NIC ops, 4 round
+//     trips, 5 doorbells. Windows in one unit: one lock whose chain READs
+//     both (4 NIC ops, 1 RT), WRITE, unlock: 6 NIC ops, 2 round trips. Larger
+//     slots are not inlined: the WRITE is waited for, one round trip more.
 //   one that does not write (Insert of a present key, Erase of an absent one):
-//     4 NIC ops, 3 round trips.
+//     the same without the WRITE (8 NIC ops, 4 round trips).
 //
-// Capacity is fixed at creation: nodes * groups_per_node * kSlotsPerGroup
-// slots, but a key can only go to its own group, so Put/Insert fail with
-// ResourceExhausted when that group's kSlotsPerGroup slots are full (nothing
-// already stored is affected). See structures/README.md for how to size
-// groups_per_node (load factor at the first ResourceExhausted).
+// Capacity is fixed at creation: nodes * units * 24 slots (groups_per_node
+// rounded up to whole units of three groups), but a key can only go to its
+// two windows, so Put/Insert fail with ResourceExhausted when both are full
+// (nothing already stored is affected); with random keys the first such
+// failure comes at a load of about 0.9. See structures/README.md for how to
+// size groups_per_node.
 //
 // Errors (absl::Status): InvalidArgument for a node id out of range, a bad
 // option, a Session of another node, a path that cannot be honoured (kNative
@@ -78,6 +91,7 @@
 // not in the key). Values: trivially copyable, at most 56 bytes (compile-time
 // checked), stored by memcpy.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -105,8 +119,10 @@ using hash_map_internal::HashMapValue;  // trivially copyable, sizeof <= 56
 using HashMapClientStats = ReadStats;
 
 struct HashMapOptions {
-  size_t groups_per_node = 1024;  // capacity = nodes * groups_per_node * kSlotsPerGroup
-  locks::Budgets budgets;         // ALock budgets of every group lock
+  // 8-slot groups per node, rounded up to whole units of three groups:
+  // capacity = nodes * ceil(groups_per_node / 3) * 24 slots.
+  size_t groups_per_node = 1024;
+  locks::Budgets budgets;  // ALock budgets of every unit lock
 };
 
 // `Policy` exists only so tests can build deliberately broken variants from
@@ -115,30 +131,31 @@ template <typename V, typename Policy = HashMapPolicy>
 class HashMap {
   using L = hash_map_internal::SlotLayout<V>;
   static_assert(HashMapValue<V>, "HashMap<V>: V must be trivially copyable and at most 56 bytes");
-  static_assert(hash_map_internal::GroupLayoutOk<V>());
+  static_assert(hash_map_internal::UnitLayoutOk<V>());
 
  public:
   using Client = HashMapClient<V, Policy>;
   static constexpr size_t kSlotsPerGroup = hash_map_internal::kSlotsPerGroup;
-  static constexpr size_t kGroupBytes = L::kGroupBytes;
+  static constexpr size_t kSlotsPerUnit = hash_map_internal::kSlotsPerUnit;
+  static constexpr size_t kUnitBytes = L::kUnitBytes;
   static constexpr size_t kSlotBytes = L::kBytes;
   static constexpr int kOptimisticReads = StructureClient::kOptimisticReads;
 
   // Creates the parts of `local_nodes` (the nodes this process hosts, all of
   // them or some) for a map over peers.num_nodes() nodes; each part is
-  // groups_per_node * kGroupBytes of its node's arena. Processes that host the
-  // other nodes create theirs with the same options, at the same point of
-  // their allocation sequence (structures/common/parts.h). Errors:
+  // PartBytes(options) of its node's arena. Processes that host the other
+  // nodes create theirs with the same options, at the same point of their
+  // allocation sequence (structures/common/parts.h). Errors:
   // InvalidArgument (bad options or nodes), FailedPrecondition (a node shut
   // down or without RDMA atomics), ResourceExhausted (an arena too small).
   static absl::StatusOr<HashMap> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
                                         const HashMapOptions& options) {
     const int num_nodes = peers.num_nodes();
     if (absl::Status s = Validate(options); !s.ok()) return s;
-    // Every group is guarded by an ALock.
+    // Every unit is guarded by an ALock.
     if (absl::Status s = CheckALockParts("HashMap", local_nodes, options.budgets); !s.ok()) return s;
     absl::StatusOr<PartDirectory> parts = PartDirectory::Create(
-        "HashMap", num_nodes, local_nodes, options.groups_per_node * kGroupBytes,
+        "HashMap", num_nodes, local_nodes, PartBytes(options),
         [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); });
     if (!parts.ok()) return parts.status();
     return HashMap(std::move(*parts), options);
@@ -157,28 +174,38 @@ class HashMap {
   // paths. The client allocates one ALock descriptor line in `node`'s arena.
   // `node` must outlive it; the map must outlive its use.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session);
+    absl::StatusOr<StructureClient> common =
+        StructureClient::Create(parts_, node, session, StructureClient::TwoLocks());
     if (!common.ok()) return common.status();
-    return std::make_unique<Client>(std::move(*common), groups_per_node_);
+    return std::make_unique<Client>(std::move(*common), units_per_node_);
   }
 
   rdma::NodeId HomeOf(uint64_t key) const { return Place(key).node; }
-  size_t capacity() const { return static_cast<size_t>(num_nodes()) * groups_per_node_ * kSlotsPerGroup; }
+  size_t capacity() const { return static_cast<size_t>(num_nodes()) * units_per_node_ * kSlotsPerUnit; }
   int num_nodes() const { return parts_.num_nodes(); }
-  size_t groups_per_node() const { return groups_per_node_; }
-  // The group (within its home node's part) that `key` maps to.
-  size_t GroupOf(uint64_t key) const { return Place(key).group; }
+  size_t units_per_node() const { return units_per_node_; }
+  // The two units (within its home node's part) whose windows may hold `key`
+  // (equal when both windows are the two sides of one unit).
+  std::array<size_t, 2> CandidatesOf(uint64_t key) const {
+    const hash_map_internal::Placement p = Place(key);
+    return {p.c[0].unit, p.c[1].unit};
+  }
+  // The bytes of one node's part (each node's arena must have them).
+  static size_t PartBytes(const HashMapOptions& o) {
+    return hash_map_internal::UnitsFor(o.groups_per_node) * kUnitBytes;
+  }
   // Where node `n`'s part starts when this process created it, else null.
   rdma::RemotePtr PartBase(rdma::NodeId n) const { return parts_.local_base(n); }
 
  private:
   HashMap(PartDirectory parts, const HashMapOptions& options)
-      : parts_(std::move(parts)), groups_per_node_(options.groups_per_node) {}
+      : parts_(std::move(parts)), units_per_node_(hash_map_internal::UnitsFor(options.groups_per_node)) {}
 
   static absl::Status Validate(const HashMapOptions& o) {
-    if (o.groups_per_node < 1 || o.groups_per_node > (size_t{1} << 40) / kGroupBytes) {
+    const size_t max_groups = (size_t{1} << 40) / kUnitBytes * hash_map_internal::kGroupsPerUnit;
+    if (o.groups_per_node < 1 || o.groups_per_node > max_groups) {
       return absl::InvalidArgumentError(
-          absl::StrCat("HashMap: groups_per_node ", o.groups_per_node, " out of range 1..", (size_t{1} << 40) / kGroupBytes));
+          absl::StrCat("HashMap: groups_per_node ", o.groups_per_node, " out of range 1..", max_groups));
     }
     return absl::OkStatus();
   }
@@ -187,19 +214,19 @@ class HashMap {
   // lock budgets; only other budgets need stores.
   static absl::Status InitPart(rdma::Node& node, rdma::RemotePtr part, const HashMapOptions& o) {
     if (DefaultBudgets(o.budgets)) return absl::OkStatus();
-    for (size_t g = 0; g < o.groups_per_node; ++g) {
-      absl::Status s = locks::InitLock(part + g * kGroupBytes, node.id(), {locks::LockKind::kALock, o.budgets});
+    for (size_t u = 0; u < hash_map_internal::UnitsFor(o.groups_per_node); ++u) {
+      absl::Status s = locks::InitLock(part + u * kUnitBytes, node.id(), {locks::LockKind::kALock, o.budgets});
       if (!s.ok()) return s;
     }
     return absl::OkStatus();
   }
 
   hash_map_internal::Placement Place(uint64_t key) const {
-    return hash_map_internal::Place(key, num_nodes(), groups_per_node_);
+    return hash_map_internal::Place(key, num_nodes(), units_per_node_);
   }
 
   PartDirectory parts_;
-  size_t groups_per_node_ = 0;
+  size_t units_per_node_ = 0;
 };
 
 }  // namespace structures

@@ -10,10 +10,12 @@ namespace structures {
 struct HashMapPolicy {
   // Readers accept a slot only if its checksum matches (false: trust torn reads).
   static constexpr bool kVerifyReads = true;
-  // Native writers take the group lock (false: store without it).
+  // Readers look in both of a key's windows (false: only the first one).
+  static constexpr bool kReadBothWindows = true;
+  // Native writers take the unit locks (false: store without them).
   static constexpr bool kNativeWritersLock = true;
-  // NIC writers release the group lock only after their slot WRITE (false:
-  // release first, then write).
+  // NIC writers release the lock of the unit they write only after their slot
+  // WRITE (false: release first, then write).
   static constexpr bool kReleaseAfterRemoteWrite = true;
 };
 

@@ -1,11 +1,12 @@
 #ifndef STRUCTURES_HASH_MAP_RDMA_PATH_H_
 #define STRUCTURES_HASH_MAP_RDMA_PATH_H_
 
-// The hash map's NIC path: how a thread reads and writes a group through its
-// Session, remote or over the loopback QP. Only one-sided READ and WRITE touch
-// slot words (they are PlainWords: never RMW'd by the NIC or the CPU); the
-// group lock's NIC atomics are ALock's business.
+// The hash map's NIC path: how a thread reads and writes a node's units
+// through its Session, remote or over the loopback QP. Only one-sided READ
+// and WRITE touch slot words (they are PlainWords: never RMW'd by the NIC or
+// the CPU); the unit locks' NIC atomics are ALock's business.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -16,86 +17,108 @@
 
 namespace structures::hash_map_internal {
 
-// One RDMA READ of the group's slots (all of them, lock line excluded) into
-// `out` (SlotLayout<V>::kSnapshotWords words): one NIC op, one round trip.
-// The NIC copies 8-byte words in an unspecified order, so the copy may be
-// torn; FindKey's checksums tell.
 template <typename V>
-absl::Status RemoteSnapshot(rdma::Session& s, rdma::RemotePtr group, uint64_t* out) {
-  using L = SlotLayout<V>;
-  return s.Read(group + L::kSlotsOffset, out, L::kSlotsBytes);
+rdma::RemotePtr UnitPtr(rdma::RemotePtr base, size_t unit) {
+  return base + unit * SlotLayout<V>::kUnitBytes;
+}
+template <typename V>
+rdma::RemotePtr WindowPtr(rdma::RemotePtr base, const Candidate& c) {
+  return UnitPtr<V>(base, c.unit) + SlotLayout<V>::WindowOffset(c.side);
+}
+template <typename V>
+rdma::RemotePtr SlotPtr(rdma::RemotePtr base, size_t unit, size_t slot) {
+  return rdma::RemoteRef<Unit<V>>::At(UnitPtr<V>(base, unit)).Field(&Unit<V>::slots)[slot].ptr();
 }
 
-template <typename V>
-rdma::RemotePtr SlotPtr(rdma::RemotePtr group, int slot) {
-  return rdma::RemoteRef<Group<V>>::At(group).Field(&Group<V>::slots)[static_cast<size_t>(slot)].ptr();
-}
-
-// Writes a whole slot tuple with one RDMA WRITE. Caller holds the group lock.
+// Writes a whole slot tuple with one RDMA WRITE. Caller holds the unit lock.
 //
 // Ordering with the release: when `wait` is false the WRITE is posted without
 // waiting (it must fit inline; otherwise this falls back to waiting). That is
-// safe only because the caller then releases the group lock with ALock's
-// remote Unlock, whose first step is an RDMA CAS on the lock line of the same
-// group, hence on the same RC QP: RC executes a QP's requests in order at the
-// responder, so the WRITE has landed before the CAS executes, and the CAS's
-// completion (which Unlock waits for) comes after both. Anyone who acquires
-// the lock next, natively or through the NIC, does so only after that CAS (or
-// after a hand-over that Unlock sends once the CAS completed).
-// `*posted_inline` says which way it went.
+// safe only because the caller then releases its unit locks with ALock's
+// remote Unlock, whose first step is an RDMA CAS on a lock line of the same
+// node's part, hence on the same RC QP: RC executes a QP's requests in order
+// at the responder, so the WRITE has landed before the CAS executes, and the
+// CAS's completion (which Unlock waits for) comes after both. Anyone who
+// acquires the unit's lock next, natively or through the NIC, does so only
+// after that CAS (or after a hand-over that Unlock sends once the CAS
+// completed).
 template <typename V>
-absl::Status RemoteStoreSlot(rdma::Session& s, rdma::RemotePtr group, int slot, const uint64_t* words,
-                             bool wait, bool* posted_inline) {
+absl::Status RemoteStoreSlot(rdma::Session& s, rdma::RemotePtr dst, const uint64_t* words, bool wait) {
   using L = SlotLayout<V>;
-  *posted_inline = false;
-  const rdma::RemotePtr dst = SlotPtr<V>(group, slot);
   if (!wait && s.FitsInline(L::kBytes)) {
-    rdma::Batch b(s, group.node());
+    rdma::Batch b(s, dst.node());
     b.Write(dst, words, L::kBytes);
-    *posted_inline = true;
     return b.PostWithoutWaiting();
   }
   return s.Write(dst, words, L::kBytes);
 }
 
-// The RDMA word accessor: the same interface as NativeGroup (native_path.h),
-// over the thread's Session. Reads copy the group's slots into a private
-// snapshot (`snap`, kSnapshotWords words) with one READ and scan the copy;
-// the slot store is one WRITE.
+// The RDMA word accessor: the same interface as NativeUnits (native_path.h),
+// over the thread's Session and the part at `base`. Reads copy windows into
+// private buffers (`win0`, `win1`: kWindowWords words each) and scan the
+// copies; a slot store is one WRITE.
 template <typename V>
-class RemoteGroup {
- public:
-  RemoteGroup(rdma::Session& s, rdma::RemotePtr group, uint64_t* snap) : s_(s), group_(group), snap_(snap) {}
+class RemoteUnits {
+  using L = SlotLayout<V>;
 
-  absl::Status Find(uint64_t key, size_t start, bool verify, uint64_t* found, Lookup* l) {
-    if (absl::Status st = RemoteSnapshot<V>(s_, group_, snap_); !st.ok()) return st;
-    *l = FindKey<V>(snap_, key, start, verify, found);
+ public:
+  RemoteUnits(rdma::Session& s, rdma::RemotePtr base, uint64_t* win0, uint64_t* win1)
+      : s_(s), base_(base), win_{win0, win1} {}
+
+  // READs the first `n` (1 or 2) windows of `p`, each with its own READ, all
+  // in one doorbell: one round trip, n NIC ops. The NIC copies 8-byte words
+  // (rxe: bytes) in an unspecified order, so a copy may be torn; ScanWindow's
+  // checksums tell. The two READs need no order between them: a key present
+  // throughout the round trip sits in one slot of one window all along, and
+  // whichever READ covers that slot sees it (layout.h, ScanWindow).
+  absl::Status FetchWindows(const Placement& p, int n) {
+    rdma::Batch b(s_, base_.node());
+    for (int w = 0; w < n; ++w) b.Read(WindowPtr<V>(base_, p.c[w]), win_[w], L::kWindowBytes);
+    return b.Execute();
+  }
+  // Scans the copy of window `which` that FetchWindows made.
+  absl::Status Find(const Placement& p, int which, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
+    *l = FindKey<V>(win_[which], key, p.c[which].side, p.start, verify, found);
     return absl::OkStatus();
   }
-  // Under the lock. The READ costs the same either way; checking every slot
-  // of the copy (CPU only) reports a writer that bypassed the lock as kTorn.
-  absl::Status FindUnderLock(uint64_t key, size_t start, uint64_t* found, Lookup* l) {
-    if (absl::Status st = RemoteSnapshot<V>(s_, group_, snap_); !st.ok()) return st;
-    if (CountOccupied<V>(snap_) < 0) {
+  // What a unit lock's acquire may READ in its own chain (ALock's
+  // LockAndRead): window `which` of `p`, into its buffer.
+  rdma::ChainedRead WindowRead(const Placement& p, int which) const {
+    return {WindowPtr<V>(base_, p.c[which]), win_[which], L::kWindowBytes};
+  }
+  // Under the lock of window `which`'s unit: READs the window unless the
+  // acquire already did (`fetched`), then scans it. The copy must be whole
+  // (every slot matches its checksum): a torn one means a writer bypassed the
+  // lock, reported as kTorn.
+  absl::Status FindUnderLock(const Placement& p, int which, bool fetched, uint64_t key, uint64_t* found,
+                             Lookup* l) {
+    if (!fetched) {
+      if (absl::Status st = s_.Read(WindowPtr<V>(base_, p.c[which]), win_[which], L::kWindowBytes); !st.ok()) {
+        return st;
+      }
+    }
+    if (CountOccupied<V>(win_[which], kSlotsPerWindow) < 0) {
       l->kind = Lookup::kTorn;
       return absl::OkStatus();
     }
-    *l = FindKey<V>(snap_, key, start, /*verify=*/false, found);
+    *l = FindKey<V>(win_[which], key, p.c[which].side, p.start, /*verify=*/false, found);
     return absl::OkStatus();
   }
-  absl::Status Snapshot(uint64_t* out) { return RemoteSnapshot<V>(s_, group_, out); }
-  // Under the lock: one WRITE, posted without waiting unless `wait` (or the
-  // slot does not fit inline). See RemoteStoreSlot for why the release that
-  // follows orders after it.
-  absl::Status StoreSlot(int slot, const uint64_t* words, bool /*key_unchanged*/, bool wait) {
-    bool inlined;
-    return RemoteStoreSlot<V>(s_, group_, slot, words, wait, &inlined);
+  // Every slot of unit `unit`, into `out` (kUnitSlotsWords): one READ.
+  absl::Status Snapshot(size_t unit, uint64_t* out) {
+    return s_.Read(UnitPtr<V>(base_, unit) + L::kSlotsOffset, out, L::kUnitSlotsBytes);
+  }
+  // Under the unit's lock: one WRITE, posted without waiting unless `wait`
+  // (or the slot does not fit inline). See RemoteStoreSlot for why the
+  // release that follows orders after it.
+  absl::Status StoreSlot(size_t unit, size_t slot, const uint64_t* words, bool /*key_unchanged*/, bool wait) {
+    return RemoteStoreSlot<V>(s_, SlotPtr<V>(base_, unit, slot), words, wait);
   }
 
  private:
   rdma::Session& s_;
-  rdma::RemotePtr group_;
-  uint64_t* snap_;
+  rdma::RemotePtr base_;
+  uint64_t* win_[2];
 };
 
 }  // namespace structures::hash_map_internal

@@ -37,14 +37,14 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
 
 
   // Few keys take most operations: heavy contention on the same slots across
-  // all three paths, with slot reuse (erase + insert) inside shared groups.
+  // all three paths, with slot reuse (erase + insert) inside shared units.
   StressConfig HotKeys(uint64_t seed) {
     StressConfig c = Base();
     c.seed = seed;
     c.num_keys = 24;
     c.hot_keys = 3;
     c.hot_percent = 90;
-    c.groups_per_node = 2;  // ~4 keys per group
+    c.groups_per_node = 2;  // one unit per node: ~8 keys share its 24 slots
     return c;
   }
 
@@ -74,7 +74,7 @@ TEST_P(HashMapLincheckTest, UniformMixedPaths) {
   c.seed = 12;
   c.num_keys = 96;
   c.hot_keys = 0;
-  c.groups_per_node = 8;
+  c.groups_per_node = 24;  // 8 units per node, ~4 keys per unit
   RunAndCheck(c);
 }
 

@@ -1,4 +1,4 @@
-// The three hash-map mutants (tests/structures/hash_map_mutants.h), each built
+// The four hash-map mutants (tests/structures/hash_map_mutants.h), each built
 // from the production source with one correctness switch flipped, must be
 // caught by the same recorded stress + lincheck as the real map; and the real
 // map must pass that exact workload (the control), so the catch is due to the
@@ -69,6 +69,30 @@ TEST(HashMapMutantTest, NativePutWithoutLockIsCaught) {
 TEST(HashMapMutantTest, ReleaseBeforeRemoteWriteIsCaught) {
   ExpectControlPasses(WriterRaceConfig());
   EXPECT_TRUE(Caught<MutantEarlyReleasePolicy>(WriterRaceConfig(), "early-release"));
+}
+
+// Sixteen keys on node 0, whose part is one unit: each key's windows are the
+// unit's two sides, and writers put about half of them in their second
+// window. Writers on every path, readers on every path.
+StressConfig SecondWindowConfig() {
+  StressConfig c;
+  c.nodes = 3;
+  c.home = 0;
+  c.num_keys = 16;
+  c.hot_keys = 0;
+  c.groups_per_node = 2;  // one unit per node
+  c.workers = {{0, Path::kAuto, StressWorker::kMixed},
+               {0, Path::kLoopback, StressWorker::kMixed},
+               {1, Path::kAuto, StressWorker::kMixed},
+               {2, Path::kAuto, StressWorker::kReader}};
+  c.ops_per_worker = 400;
+  c.duration = std::chrono::milliseconds(1500);
+  return c;
+}
+
+TEST(HashMapMutantTest, FirstWindowOnlyReaderIsCaught) {
+  ExpectControlPasses(SecondWindowConfig());
+  EXPECT_TRUE(Caught<MutantFirstWindowOnlyPolicy>(SecondWindowConfig(), "first-window-only"));
 }
 
 // The same three mutants with every NIC copying byte by byte (Soft-RoCE's

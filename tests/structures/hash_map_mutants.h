@@ -16,13 +16,19 @@ struct MutantSkipChecksumPolicy : HashMapPolicy {
   static constexpr bool kVerifyReads = false;
 };
 
-// (b) Native writers store without taking the group lock: they race with NIC
+// (d) Readers look only in a key's first window: a key that writers put in
+// its second window (the emptier one) reads as absent while present.
+struct MutantFirstWindowOnlyPolicy : HashMapPolicy {
+  static constexpr bool kReadBothWindows = false;
+};
+
+// (b) Native writers store without taking the unit locks: they race with NIC
 // writers (and each other), losing updates.
 struct MutantNativeNoLockPolicy : HashMapPolicy {
   static constexpr bool kNativeWritersLock = false;
 };
 
-// (c) NIC writers release the group lock before their slot WRITE: the next
+// (c) NIC writers release the unit lock before their slot WRITE: the next
 // holder reads the old slot, and the late WRITE then overwrites its update.
 struct MutantEarlyReleasePolicy : HashMapPolicy {
   static constexpr bool kReleaseAfterRemoteWrite = false;

@@ -3,6 +3,8 @@
 
 // The hash map in the shared map stress harness (map_stress.h).
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -22,16 +24,23 @@ struct MapStressTraits<HashMap<StressValue, Policy>> {
     mo.groups_per_node = cfg.groups_per_node;
     return Map::Create(cluster, mo);
   }
-  // Deterministic, at most max_keys_per_group per group.
+  // Deterministic, and no put can find both windows full: each unit is a
+  // candidate of at most kSlotsPerWindow keys, so neither of its 16-slot
+  // windows can fill up (a window holds only keys that have its unit as a
+  // candidate).
   static std::vector<uint64_t> Keys(const Map& map, const StressConfig& cfg) {
+    const size_t per_unit = hash_map_internal::kSlotsPerWindow;
     std::vector<uint64_t> keys;
-    std::vector<size_t> per_group(cfg.nodes * cfg.groups_per_node, 0);
+    std::vector<size_t> per(cfg.nodes * map.units_per_node(), 0);
     for (uint64_t k = 1; keys.size() < static_cast<size_t>(cfg.num_keys) && k < 1000000; ++k) {
       const rdma::NodeId home = map.HomeOf(k);
       if (cfg.home >= 0 && home != cfg.home) continue;
-      size_t& n = per_group[home * cfg.groups_per_node + map.GroupOf(k)];
-      if (n >= cfg.max_keys_per_group) continue;
-      ++n;
+      const std::array<size_t, 2> u = map.CandidatesOf(k);
+      size_t& a = per[home * map.units_per_node() + u[0]];
+      size_t& b = per[home * map.units_per_node() + u[1]];
+      if (a >= per_unit || b >= per_unit) continue;
+      ++a;
+      if (&b != &a) ++b;
       keys.push_back(k);
     }
     return keys;

@@ -195,20 +195,22 @@ TEST_P(HashMapTest, ValueSizesRoundTrip) {
   }
 }
 
-// Filling one group: the key that does not fit gets ResourceExhausted, and
+// Filling one unit: the key that does not fit gets ResourceExhausted, and
 // everything stored before stays readable and writable, on both NIC and CPU.
-TEST_P(HashMapTest, FullGroupIsResourceExhaustedAndLosesNothing) {
+TEST_P(HashMapTest, FullUnitIsResourceExhaustedAndLosesNothing) {
   Env e = MakeEnv(GetParam(), 2);
   ASSERT_NE(e.session, nullptr);
-  // One group per node: every key of a node goes to the same group.
+  // One unit per node: every key of a node has the unit's two sides as its
+  // windows, so it may go to any of the unit's 24 slots.
   auto map = HashMap<uint64_t>::Create(*e.cluster, Groups(1));
   ASSERT_TRUE(map.ok());
-  EXPECT_EQ(map->capacity(), 2 * HashMap<uint64_t>::kSlotsPerGroup);
+  constexpr size_t kSlots = HashMap<uint64_t>::kSlotsPerUnit;
+  EXPECT_EQ(map->capacity(), 2 * kSlots);
   auto c = map->NewClient(e.cluster->node(0), e.session.get());
   ASSERT_TRUE(c.ok());
   for (rdma::NodeId home : {rdma::NodeId{0}, rdma::NodeId{1}}) {
-    const auto keys = KeysHomedAt(*map, home, HashMap<uint64_t>::kSlotsPerGroup + 2);
-    for (size_t i = 0; i < HashMap<uint64_t>::kSlotsPerGroup; ++i) {
+    const auto keys = KeysHomedAt(*map, home, kSlots + 2);
+    for (size_t i = 0; i < kSlots; ++i) {
       if (i % 2) {
         auto r = (*c)->Insert(keys[i], keys[i] * 10, Path::kLoopback);
         ASSERT_TRUE(r.ok() && *r) << r.status() << " home " << home << " key " << i;
@@ -217,7 +219,7 @@ TEST_P(HashMapTest, FullGroupIsResourceExhaustedAndLosesNothing) {
         ASSERT_TRUE(r.ok() && !r->has_value()) << r.status() << " home " << home << " key " << i;
       }
     }
-    const uint64_t extra = keys[HashMap<uint64_t>::kSlotsPerGroup];
+    const uint64_t extra = keys[kSlots];
     auto put = (*c)->Put(extra, 1);
     ASSERT_EQ(put.status().code(), absl::StatusCode::kResourceExhausted) << put.status();
     EXPECT_NE(put.status().message().find("groups_per_node"), std::string::npos) << put.status();
@@ -225,12 +227,12 @@ TEST_P(HashMapTest, FullGroupIsResourceExhaustedAndLosesNothing) {
     EXPECT_EQ(ins.status().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(*(*c)->Get(extra), std::nullopt);
     // Nothing lost; present keys can still be overwritten when full.
-    for (size_t i = 0; i < HashMap<uint64_t>::kSlotsPerGroup; ++i) {
+    for (size_t i = 0; i < kSlots; ++i) {
       EXPECT_EQ(*(*c)->Get(keys[i]), std::optional<uint64_t>(keys[i] * 10));
       EXPECT_EQ(*(*c)->Get(keys[i], Path::kLoopback), std::optional<uint64_t>(keys[i] * 10));
     }
     EXPECT_EQ(*(*c)->Put(keys[0], 7), std::optional<uint64_t>(keys[0] * 10));
-    EXPECT_EQ(*(*c)->Size(home), HashMap<uint64_t>::kSlotsPerGroup);
+    EXPECT_EQ(*(*c)->Size(home), kSlots);
     // Erasing frees a slot for the new key.
     EXPECT_EQ(*(*c)->Erase(keys[1]), std::optional<uint64_t>(keys[1] * 10));
     EXPECT_EQ(*(*c)->Insert(extra, 99), true);
@@ -352,8 +354,19 @@ TEST_P(HashMapTest, OperationCosts) {
   ASSERT_TRUE(map.ok());
   auto c = map->NewClient(e.cluster->node(0), e.session.get());
   ASSERT_TRUE(c.ok());
-  const uint64_t local = KeysHomedAt(*map, 0, 1)[0];
-  const uint64_t remote = KeysHomedAt(*map, 1, 1)[0];
+  // Keys whose two windows are in two units (the common case), and one whose
+  // windows are the two sides of one unit.
+  auto key_at = [&](rdma::NodeId home, bool same_unit) {
+    for (uint64_t k : KeysHomedAt(*map, home, 200)) {
+      const auto u = map->CandidatesOf(k);
+      if ((u[0] == u[1]) == same_unit) return k;
+    }
+    ADD_FAILURE() << "no key homed at " << home << " with same_unit " << same_unit;
+    return uint64_t{0};
+  };
+  const uint64_t local = key_at(0, false);
+  const uint64_t remote = key_at(1, false);
+  const uint64_t remote_one_unit = key_at(1, true);
   auto cost = [](auto&& op) { return rdma::testing::CostOf(op); };
   auto print = [](const std::string& what, const rdma::OpCounters& o) { rdma::testing::PrintCost(what, o); };
 
@@ -367,7 +380,10 @@ TEST_P(HashMapTest, OperationCosts) {
     print(name, o);
     EXPECT_EQ(o, rdma::OpCounters{}) << name;
   }
-  // Remote and loopback get: one READ, one round trip.
+  // Remote and loopback get: one READ per window in one doorbell, one round
+  // trip, hit or miss. Put: each unit locked with its window READ chained to
+  // the acquire (CAS + READ + READ, 1 RT each), the WRITE posted, each unit
+  // unlocked (CAS, 1 RT each).
   for (auto [name, key, path] : {std::tuple{"remote", remote, Path::kAuto}, std::tuple{"loopback", local, Path::kLoopback}}) {
     const rdma::OpCounters put_new = cost([&] { ASSERT_TRUE((*c)->Put(key, v, path).ok()); });
     const rdma::OpCounters put_upd = cost([&] { ASSERT_TRUE((*c)->Put(key, v, path).ok()); });
@@ -379,34 +395,52 @@ TEST_P(HashMapTest, OperationCosts) {
     for (auto [what, o] : {std::pair{"get", get}, std::pair{"get (absent)", get_absent},
                            std::pair{"contains", contains}}) {
       print((std::string(name) + " " + what).c_str(), o);
-      EXPECT_EQ(o.nic_ops, 1u) << name << " " << what;
+      EXPECT_EQ(o.nic_ops, 2u) << name << " " << what;
       EXPECT_EQ(o.round_trips, 1u) << name << " " << what;
       EXPECT_EQ(o.doorbells, 1u) << name << " " << what;
+      EXPECT_EQ(o.bytes, 2 * 16 * HashMap<Val24>::kSlotBytes) << name << " " << what;
     }
     for (auto [what, o] : {std::pair{"put (new)", put_new}, std::pair{"put (update)", put_upd},
                            std::pair{"erase", erase}}) {
       print((std::string(name) + " " + what).c_str(), o);
-      EXPECT_EQ(o.nic_ops, 5u) << name << " " << what;  // CAS+READ, READ, WRITE, CAS
-      EXPECT_EQ(o.round_trips, 3u) << name << " " << what;
-      EXPECT_LE(o.round_trips, 4u) << name << " " << what;
+      EXPECT_EQ(o.nic_ops, 9u) << name << " " << what;  // 2 x (CAS+READ+READ), WRITE, 2 x CAS
+      EXPECT_EQ(o.round_trips, 4u) << name << " " << what;
+      EXPECT_EQ(o.doorbells, 5u) << name << " " << what;
     }
     print((std::string(name) + " insert (present)").c_str(), ins);
-    EXPECT_EQ(ins.nic_ops, 4u);
-    EXPECT_EQ(ins.round_trips, 3u);
+    EXPECT_EQ(ins.nic_ops, 8u);
+    EXPECT_EQ(ins.round_trips, 4u);
+  }
+  // Both windows in one unit: one lock, whose acquire READs both windows.
+  {
+    const rdma::OpCounters put = cost([&] { ASSERT_TRUE((*c)->Put(remote_one_unit, v).ok()); });
+    const rdma::OpCounters get = cost([&] { ASSERT_TRUE((*c)->Get(remote_one_unit).ok()); });
+    print("remote put (windows in one unit)", put);
+    print("remote get (windows in one unit)", get);
+    EXPECT_EQ(put.nic_ops, 6u);  // CAS+READ+READ+READ, WRITE, CAS
+    EXPECT_EQ(put.round_trips, 2u);
+    EXPECT_EQ(get.nic_ops, 2u);
+    EXPECT_EQ(get.round_trips, 1u);
   }
   // 56-byte values: the 80-byte slot is not inlined, so the WRITE is waited for.
   auto big = HashMap<Val56>::Create(*e.cluster, Groups(16));
   ASSERT_TRUE(big.ok());
   auto cb = big->NewClient(e.cluster->node(0), e.session.get());
   ASSERT_TRUE(cb.ok());
-  const uint64_t rb = KeysHomedAt(*big, 1, 1)[0];
+  uint64_t rb = 0;
+  for (uint64_t k : KeysHomedAt(*big, 1, 200)) {
+    if (big->CandidatesOf(k)[0] != big->CandidatesOf(k)[1]) {
+      rb = k;
+      break;
+    }
+  }
   const rdma::OpCounters big_put = cost([&] { ASSERT_TRUE((*cb)->Put(rb, MakeVal56(3)).ok()); });
   const rdma::OpCounters big_get = cost([&] { ASSERT_TRUE((*cb)->Get(rb).ok()); });
   print("remote put 56-byte value", big_put);
   print("remote get 56-byte value", big_get);
-  EXPECT_EQ(big_put.nic_ops, 5u);
-  EXPECT_LE(big_put.round_trips, 4u);
-  EXPECT_EQ(big_get.nic_ops, 1u);
+  EXPECT_EQ(big_put.nic_ops, 9u);
+  EXPECT_EQ(big_put.round_trips, 5u);
+  EXPECT_EQ(big_get.nic_ops, 2u);
   EXPECT_EQ(big_get.round_trips, 1u);
 }
 

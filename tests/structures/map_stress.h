@@ -54,8 +54,8 @@ struct StressConfig {
   std::string backend = "soft";
   int nodes = 3;
   std::vector<StressWorker> workers;
-  // Hash map: groups per node (each group gets at most `max_keys_per_group`
-  // of the keys, so no put hits a full group).
+  // Hash map: 8-slot groups per node (whole units of three; the keys are
+  // chosen so that no put finds both of its windows full).
   size_t groups_per_node = 4;
   // Ordered map: split keys (empty: the map's default) and part size.
   std::vector<uint64_t> split_keys;
@@ -67,7 +67,6 @@ struct StressConfig {
   int hot_keys = 2;
   int hot_percent = 90;
   int home = -1;
-  size_t max_keys_per_group = 6;
   // Operation mix, in percent (the rest are gets).
   int put_percent = 30;
   int insert_percent = 10;

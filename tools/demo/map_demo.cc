@@ -27,7 +27,7 @@ using Map = structures::HashMap<Record>;
 absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows) {
   if (cluster.num_nodes() < 2) return absl::InvalidArgumentError("the map demo needs at least 2 nodes");
   structures::HashMapOptions options;
-  options.groups_per_node = 4096;  // 32768 slots per node; the demo stores at most 1024 keys
+  options.groups_per_node = 4096;  // 32,784 slots per node (1,366 units); the demo stores at most 1024 keys
   ASSIGN_OR_RETURN(Map map, Map::Create(cluster, options));
 
   // Keys homed on node 0, so node 0's threads are native/loopback and node 1's remote.

@@ -27,7 +27,7 @@ absl::Status RunSkipListDemo(rdma::Cluster& cluster, int reps, std::vector<Row>&
   if (cluster.num_nodes() < 2) return absl::InvalidArgumentError("the ordered-map demo needs at least 2 nodes");
   structures::SkipListOptions options;
   options.split_keys.push_back(uint64_t{1} << 32);  // node 0: [0, 2^32)
-  for (int n = 2; n < cluster.num_nodes(); ++n) options.split_keys.push_back(uint64_t{n} << 32);
+  for (int n = 2; n < cluster.num_nodes(); ++n) options.split_keys.push_back(static_cast<uint64_t>(n) << 32);
   options.part_bytes = 4 << 20;
   ASSIGN_OR_RETURN(Map map, Map::Create(cluster, options));
 
