@@ -7,7 +7,7 @@
 // Setup (once per process, lazily): a 2-node cluster; one HashMap<Value32>
 // (32-byte values); a key set of --keys=N (default 100000) random keys all
 // homed on node 0, pre-populated; node 0's part of the map is sized for a
-// load factor of --load_percent (default 25%). The two baselines hold the
+// load factor of --load_percent (default 80%). The two baselines hold the
 // same keys and values:
 //   std_mutex       std::unordered_map + one std::mutex
 //   absl_sharded64  absl::flat_hash_map in 64 shards, one absl::Mutex each
@@ -83,7 +83,7 @@ constexpr size_t kShards = 64;
 rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
 rdma::verbs::DeviceFlags g_device_flags;  // --device/--port/--gid-index
 size_t g_num_keys = 100000;
-size_t g_load_percent = 25;  // of node 0's part
+size_t g_load_percent = 80;  // of node 0's part
 
 struct Workload {
   int put_percent;
@@ -125,7 +125,7 @@ absl::Status BuildMap(Env& env) {
   o.fabric.kind = g_fabric;
   (void)g_device_flags.Apply(&o.fabric);  // validated in main
   // Node 0 holds every key: size its part for a load factor of
-  // --load_percent (default 25%).
+  // --load_percent (default 80%).
   structures::HashMapOptions mo;
   const size_t groups =
       (g_num_keys * 100 + Map::kSlotsPerGroup * g_load_percent - 1) / (Map::kSlotsPerGroup * g_load_percent);
@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
       "structures::HashMap get/put throughput on the native, loopback and remote paths,\n"
       "with per-op NIC ops, doorbells, round trips and bytes, next to std::unordered_map+std::mutex\n"
       "and a 64-shard absl::flat_hash_map+absl::Mutex. --keys: key set size (default 100000);\n"
-      "--load_percent: keys / slots of the home node's part (default 25).\n";
+      "--load_percent: keys / slots of the home node's part (default 80).\n";
   spec.own_flag = [](absl::string_view arg, std::string* error) {
     uint64_t n = 0;
     if (arg.substr(0, 7) == "--keys=") {

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/base/attributes.h"
+
 namespace structures {
 
 // A fixed 64-bit bijective mixer (the "splitmix64" finalizer). Fixed, unlike
@@ -30,7 +32,7 @@ constexpr uint64_t Mix64(uint64_t x) {
 // differences of a strong bijective mixer's outputs is zero only by accident.
 // The words are mixed independently and summed, so the n mixes run in
 // parallel (a reader pays about two mixes of latency, not n).
-constexpr uint64_t HashWords(const uint64_t* w, size_t n) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE constexpr uint64_t HashWords(const uint64_t* w, size_t n) {
   uint64_t h = 0x6a09e667f3bcc909ULL;  // arbitrary nonzero seed
   for (size_t i = 0; i < n; ++i) h += Mix64(w[i] + (i + 1) * 0x9e3779b97f4a7c15ULL);
   return Mix64(h ^ n);

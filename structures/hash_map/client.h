@@ -66,15 +66,9 @@ class HashMapClient {
       // slot's words can stay in registers, and the value is constructed in
       // place in the result (copies through memory with mismatched widths
       // stall store forwarding; that was a measurable part of a cached get).
-      // The second window is scanned only when the first misses.
       uint64_t w[L::kWords];
-      const Unit* units = LocalUnits(op);
-      Lookup l = hash_map_internal::NativeFind<V>(units[op.p.c[0].unit], op.p.c[0].side, key, op.p.start,
-                                                  Policy::kVerifyReads, w);
-      if (l.kind == Lookup::kAbsent && kReaderWindows == 2) {
-        l = hash_map_internal::NativeFind<V>(units[op.p.c[1].unit], op.p.c[1].side, key, op.p.start,
-                                             Policy::kVerifyReads, w);
-      }
+      const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(op), op.p, kReaderWindows, key,
+                                                            Policy::kVerifyReads, w);
       if (l.kind == Lookup::kFound) {
         return absl::StatusOr<std::optional<V>>(absl::in_place, L::DecodeValue(w + L::kValueWord));
       }
@@ -235,7 +229,7 @@ class HashMapClient {
   }
 
   // Get/Contains: optimistic reads until the key is found in a slot whose
-  // checksum matches, or is absent from both windows (ScanWindow: absence
+  // checksum matches, or is absent from both windows (ScanWindows: absence
   // needs no checksum); then, if that never happens, one read under both
   // unit locks. `*found` says which; when found, the slot's words are in
   // `words` (L::kWords). NIC: both windows in one doorbell (RemoteUnits::
@@ -247,10 +241,7 @@ class HashMapClient {
           [&](auto&& step) { return WithUnitLocks(op, units, /*chain=*/false, [&](const bool*) { return step(); }); },
           [&](bool* valid) {
             RETURN_IF_ERROR(units.FetchWindows(op.p, kReaderWindows));
-            RETURN_IF_ERROR(units.Find(op.p, 0, key, Policy::kVerifyReads, words, &l));
-            if (l.kind == Lookup::kAbsent && kReaderWindows == 2) {
-              RETURN_IF_ERROR(units.Find(op.p, 1, key, Policy::kVerifyReads, words, &l));
-            }
+            RETURN_IF_ERROR(units.Find(op.p, kReaderWindows, key, Policy::kVerifyReads, words, &l));
             *valid = l.kind != Lookup::kTorn;
             return absl::OkStatus();
           },

@@ -43,11 +43,10 @@
 //     store one slot tuple (state/version, key, value, checksum): over the
 //     key's slot if present, else into the window with more free slots.
 //   * Readers (Get, Contains) take no lock. Each key has a start slot (from its
-//     hash); readers scan each window's main group and then its overflow
-//     group circularly from it, looking at state and key words only
-//     (natively: CPU loads in place, usually one slot, the second window only
-//     after the first missed; NIC: both windows with two READs in one
-//     doorbell, scanned in private memory). The slot holding the key is
+//     hash); readers scan the two main groups and then the overflow groups,
+//     each circularly from it, looking at state and key words only
+//     (natively: CPU loads in place, usually one slot; NIC: both windows
+//     with two READs in one doorbell, scanned in private memory). The slot holding the key is
 //     accepted only if its checksum matches; a torn found slot is read again.
 //     "Absent" needs no checksum (layout.h). After kOptimisticReads torn
 //     reads in a row a reader takes both unit locks and reads under them, so

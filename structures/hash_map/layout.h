@@ -107,7 +107,8 @@ struct SlotLayout {
   static constexpr size_t WindowOffset(int side) { return kSlotsOffset + kBytes * WindowFirstSlot(side); }
 
   // Checksum of a slot's first kWords-1 words; 0 for the all-zero slot.
-  static constexpr uint64_t Checksum(const uint64_t* w) {
+  // Inlined: with kWords known, the word mixes unroll and run in parallel.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static constexpr uint64_t Checksum(const uint64_t* w) {
     return HashWords(w, kWords - 1) ^ ZeroHash<kWords - 1>();
   }
 
@@ -226,7 +227,8 @@ struct Lookup {
   int slot = -1;            // kFound (and kTorn): the slot whose key word was the key
   int first_free = -1;      // the first empty slot in scan order, -1 when none was seen
   uint64_t free_state = 0;  // first_free's state word (writers need its version)
-  int free_count = 0;       // kAbsent: the window's empty slots
+  int free_count = 0;       // kAbsent: the window's empty slots (ScanWindow)
+  int window = 0;           // kFound (and kTorn): which window (ScanWindows)
 };
 
 // The order a window's slots are scanned in: its main group first, then the
@@ -319,6 +321,50 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindow(WordAt&& word, uint64_t ke
     return r;
   }
   r.kind = verify && others != 0 && !OthersValid<V>(word, key, others) ? Lookup::kTorn : Lookup::kAbsent;
+  return r;
+}
+
+// A reader's search of a key's windows (the first `windows` of them: 2, or 1
+// in a test-only mutant) through `word0` and `word1` (each like ScanWindow's
+// `word`, over its window's slots): the same per-slot rules as ScanWindow,
+// in this order: the two main groups, then the two overflow groups, each
+// pair interleaved slot by slot from `start` (window 0's start slot, window
+// 1's start slot, window 0's next, ...). Keys sit in main groups unless those
+// were full when they arrived, and usually at or near their start slot, so a
+// hit in either window costs about as few probes as a hit in the first; and
+// the two streams of loads run side by side. The order is not needed for
+// correctness (a key present throughout the scan sits in one slot, and the
+// scan reads every slot of both windows before it says "absent"); on a miss
+// the occupied slots of other keys are checked in both windows, as in
+// ScanWindow. `free_count` and `first_free` are not filled (readers).
+template <typename V, typename WordAt0, typename WordAt1>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&& word1, uint64_t key,
+                                                       const Placement& p, int windows, bool verify,
+                                                       uint64_t* found) {
+  using L = SlotLayout<V>;
+  Lookup r;
+  uint32_t others[2] = {0, 0};  // per window, bit i: slot i was occupied by another key
+  for (size_t step = 0; step < kSlotsPerWindow; ++step) {  // ScanSlot steps: 0-7 main, 8-15 overflow
+    for (int w = 0; w < windows; ++w) {
+      const size_t i = ScanSlot(p.c[w].side, p.start, step);
+      const uint64_t state = w == 0 ? word0(i, L::kStateWord) : word1(i, L::kStateWord);
+      if (!L::Occupied(state)) continue;
+      if ((w == 0 ? word0(i, L::kKeyWord) : word1(i, L::kKeyWord)) != key) {
+        others[w] |= uint32_t{1} << i;
+        continue;
+      }
+      found[L::kStateWord] = state;
+      found[L::kKeyWord] = key;
+      for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = w == 0 ? word0(i, x) : word1(i, x);
+      r.slot = static_cast<int>(i);
+      r.window = w;
+      r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
+      return r;
+    }
+  }
+  const bool valid = !verify || ((others[0] == 0 || OthersValid<V>(word0, key, others[0])) &&
+                                 (others[1] == 0 || OthersValid<V>(word1, key, others[1])));
+  r.kind = valid ? Lookup::kAbsent : Lookup::kTorn;
   return r;
 }
 

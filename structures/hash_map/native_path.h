@@ -33,6 +33,22 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFind(const Unit<V>& u, int side
                        key, side, start, verify, found);
 }
 
+// A reader's search of the first `windows` windows of `p` in place
+// (ScanWindows), without the lock. The start slots of both windows are
+// prefetched first, so the second window's likely line is on its way while
+// the first is scanned.
+template <typename V>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, const Placement& p, int windows,
+                                                          uint64_t key, bool verify, uint64_t* found) {
+  const auto* const s0 = units[p.c[0].unit].slots + SlotLayout<V>::WindowFirstSlot(p.c[0].side);
+  const auto* const s1 = units[p.c[1].unit].slots + SlotLayout<V>::WindowFirstSlot(p.c[1].side);
+  __builtin_prefetch(s0 + ScanSlot(p.c[0].side, p.start, 0));
+  if (windows > 1) __builtin_prefetch(s1 + ScanSlot(p.c[1].side, p.start, 0));
+  return ScanWindows<V>([s0](size_t slot, size_t w) { return s0[slot].w[w].Load(std::memory_order_acquire); },
+                        [s1](size_t slot, size_t w) { return s1[slot].w[w].Load(std::memory_order_acquire); },
+                        key, p, windows, verify, found);
+}
+
 // Copies the unit's slots into `out` (SlotLayout<V>::kUnitSlotsWords words),
 // one atomic load per word (Size only). Without the lock the copy may be
 // torn; CountOccupied's checksums tell.
@@ -73,15 +89,13 @@ class NativeUnits {
  public:
   explicit NativeUnits(Unit<V>* units) : units_(units) {}
 
-  // A reader's scan of window `which` (0 or 1) of `p` for `key`, without the
-  // lock (ScanWindow). Windows are read only when asked: a reader scans the
-  // second after the first missed.
-  absl::Status Find(const Placement& p, int which, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
-    *l = NativeFind<V>(units_[p.c[which].unit], p.c[which].side, key, p.start, verify, found);
+  // A reader's search of the first `windows` windows of `p` for `key`,
+  // without the lock (NativeFindBoth).
+  absl::Status Find(const Placement& p, int windows, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
+    *l = NativeFindBoth<V>(units_, p, windows, key, verify, found);
     return absl::OkStatus();
   }
-  // Nothing to fetch ahead natively: a window is scanned in place when Find
-  // asks for it.
+  // Nothing to fetch ahead natively: the windows are scanned in place.
   absl::Status FetchWindows(const Placement&, int) { return absl::OkStatus(); }
   // A lock holder's scan of window `which`: the slots are stable, no checksum
   // is needed. `fetched` is moot natively.

@@ -76,9 +76,14 @@ class RemoteUnits {
     for (int w = 0; w < n; ++w) b.Read(WindowPtr<V>(base_, p.c[w]), win_[w], L::kWindowBytes);
     return b.Execute();
   }
-  // Scans the copy of window `which` that FetchWindows made.
-  absl::Status Find(const Placement& p, int which, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
-    *l = FindKey<V>(win_[which], key, p.c[which].side, p.start, verify, found);
+  // Searches the copies of the first `windows` windows that FetchWindows
+  // made (ScanWindows).
+  absl::Status Find(const Placement& p, int windows, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
+    const uint64_t* w0 = win_[0];
+    const uint64_t* w1 = win_[1];
+    *l = ScanWindows<V>([w0](size_t slot, size_t x) { return w0[slot * L::kWords + x]; },
+                        [w1](size_t slot, size_t x) { return w1[slot * L::kWords + x]; }, key, p, windows, verify,
+                        found);
     return absl::OkStatus();
   }
   // What a unit lock's acquire may READ in its own chain (ALock's
