@@ -127,7 +127,10 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   c.home = 0;
   c.num_keys = 1;
   c.hot_keys = 0;
-  const auto think = std::chrono::microseconds(300);
+  // Every slot copy of a read (two windows: 32 slots) waits for a put, so a
+  // read takes 32 writers' rounds; short think times keep enough reads
+  // coming for 64 torn ones in a row, also under TSan.
+  const auto think = std::chrono::microseconds(50);
   c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
                {0, Path::kAuto, StressWorker::kWriter, think},
                {1, Path::kAuto, StressWorker::kReader}};
@@ -135,7 +138,7 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   c.slow_copy = std::chrono::milliseconds(5);  // at most; under the lock no write comes
   c.slow_copy_until_write = true;
   c.ops_per_worker = 20000;  // writers keep going for the whole duration
-  c.duration = std::chrono::milliseconds(1500);
+  c.duration = std::chrono::milliseconds(3000);
   StressResult r = RunStress<HashMapPolicy>(c);
   EXPECT_EQ(r.errors, 0u) << r.first_error;
   std::printf("%zu ops, %llu torn reads, %llu reads under the lock\n", r.history.size(),
