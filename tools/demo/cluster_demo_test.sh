@@ -25,8 +25,8 @@ grep -q '^all results checked: OK' <<<"$out" || err "no 'all results checked: OK
 expected=(
   "native WRITE 0 0 0 0" "native READ 0 0 0 0" "native CAS 0 0 0 0" "native FAA 0 0 0 0"
   "native put 0 0 0 0" "native get 0 0 0 0"
-  "loopback map-get 1 1 1 384" "loopback map-put 5 4 3 512"
-  "remote map-get 1 1 1 384" "remote map-put 5 4 3 512"
+  "loopback map-get 2 1 1 1536" "loopback map-put 9 5 4 1744"
+  "remote map-get 2 1 1 1536" "remote map-put 9 5 4 1744"
   "native enqueue 0 0 0 0" "native dequeue 0 0 0 0"
   "loopback enqueue 8 3 2 136" "loopback dequeue 8 3 2 136"
   "remote enqueue 8 3 2 136" "remote dequeue 8 3 2 136"
