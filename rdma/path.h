@@ -52,6 +52,12 @@ constexpr Path TakenPath(Path requested, NodeId self, NodeId home) {
   return requested == Path::kLoopback || requested == Path::kRemote ? Path::kLoopback : Path::kNative;
 }
 
+// Whether `requested` can be honoured for a target on `home` from `self`
+// (CheckPath without the message, for fast paths).
+constexpr bool PathAllowed(Path requested, NodeId self, NodeId home) {
+  return !(requested == Path::kNative && home != self) && !(requested == Path::kRemote && home == self);
+}
+
 // OK when `requested` can be honoured for a target on `home` from `self`.
 inline absl::Status CheckPath(Path requested, NodeId self, NodeId home) {
   if (requested == Path::kNative && home != self) {

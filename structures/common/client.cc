@@ -2,6 +2,20 @@
 
 namespace structures {
 
+absl::Status StructureClient::RouteError(rdma::NodeId home, Path requested) const {
+  if (node_.is_shut_down()) {
+    return absl::FailedPreconditionError(absl::StrCat(what_, " client on node ", node_.id(), ": the node is shut down"));
+  }
+  if (home >= bases_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what_, ": node ", home, " out of range: it has ", bases_.size(), " nodes"));
+  }
+  if (nodes_[home] != nullptr && nodes_[home]->is_shut_down()) {
+    return absl::UnavailableError(absl::StrCat(what_, ": node ", home, " is shut down"));
+  }
+  return rdma::CheckPath(requested, node_.id(), home);
+}
+
 absl::StatusOr<StructureClient> StructureClient::Create(const PartDirectory& parts, rdma::Node& node,
                                                         rdma::Session* session,
                                                         const locks::ClientOptions& lock_options) {

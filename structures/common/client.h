@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -84,22 +85,18 @@ class StructureClient {
   // process that is shut down), InvalidArgument (a path that cannot be
   // honoured, rdma/path.h).
   absl::Status RouteTo(rdma::NodeId home, Path requested, Route* r) const {
-    if (node_.is_shut_down()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what_, " client on node ", node_.id(), ": the node is shut down"));
+    // The checks are cheap and always pass in the common case; the messages
+    // are built out of line (RouteError), which keeps this inlinable into
+    // every operation's fast path.
+    if (ABSL_PREDICT_FALSE(node_.is_shut_down() || home >= bases_.size() ||
+                           (nodes_[home] != nullptr && nodes_[home]->is_shut_down()) ||
+                           !rdma::PathAllowed(requested, node_.id(), home))) {
+      return RouteError(home, requested);
     }
-    if (home >= bases_.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what_, ": node ", home, " out of range: it has ", bases_.size(), " nodes"));
-    }
-    if (nodes_[home] != nullptr && nodes_[home]->is_shut_down()) {
-      return absl::UnavailableError(absl::StrCat(what_, ": node ", home, " is shut down"));
-    }
-    if (absl::Status s = rdma::CheckPath(requested, node_.id(), home); !s.ok()) return s;
     r->home = home;
     r->path = rdma::TakenPath(requested, node_.id(), home);
     r->base = bases_[home];
-    if (r->base.is_null() || (!r->native() && session_ == nullptr)) return NoSession(home);
+    if (ABSL_PREDICT_FALSE(r->base.is_null() || (!r->native() && session_ == nullptr))) return NoSession(home);
     return absl::OkStatus();
   }
 
@@ -156,6 +153,9 @@ class StructureClient {
     }
     return s;
   }
+
+  // Why RouteTo refused `home` / `requested` (called only when it did).
+  absl::Status RouteError(rdma::NodeId home, Path requested) const;
 
   absl::Status Corrupt(absl::string_view what_broke) const {
     return absl::DataLossError(absl::StrCat(what_, ": ", what_broke, " under the lock (a writer bypassed the lock)"));

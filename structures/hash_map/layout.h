@@ -344,23 +344,28 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&
   using L = SlotLayout<V>;
   Lookup r;
   uint32_t others[2] = {0, 0};  // per window, bit i: slot i was occupied by another key
-  for (size_t step = 0; step < kSlotsPerWindow; ++step) {  // ScanSlot steps: 0-7 main, 8-15 overflow
-    for (int w = 0; w < windows; ++w) {
-      const size_t i = ScanSlot(p.c[w].side, p.start, step);
-      const uint64_t state = w == 0 ? word0(i, L::kStateWord) : word1(i, L::kStateWord);
-      if (!L::Occupied(state)) continue;
-      if ((w == 0 ? word0(i, L::kKeyWord) : word1(i, L::kKeyWord)) != key) {
-        others[w] |= uint32_t{1} << i;
-        continue;
-      }
-      found[L::kStateWord] = state;
-      found[L::kKeyWord] = key;
-      for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = w == 0 ? word0(i, x) : word1(i, x);
-      r.slot = static_cast<int>(i);
-      r.window = w;
-      r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
-      return r;
+  // One probe of window w's slot at ScanSlot step `step`; true on a hit
+  // (then `r` is filled). A template over the accessor, so each window's
+  // probes compile to straight loads of that window.
+  auto probe = [&](auto& word, int w, size_t step) ABSL_ATTRIBUTE_ALWAYS_INLINE {
+    const size_t i = ScanSlot(p.c[w].side, p.start, step);
+    const uint64_t state = word(i, L::kStateWord);
+    if (!L::Occupied(state)) return false;
+    if (word(i, L::kKeyWord) != key) {
+      others[w] |= uint32_t{1} << i;
+      return false;
     }
+    found[L::kStateWord] = state;
+    found[L::kKeyWord] = key;
+    for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = word(i, x);
+    r.slot = static_cast<int>(i);
+    r.window = w;
+    r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
+    return true;
+  };
+  for (size_t step = 0; step < kSlotsPerWindow; ++step) {  // ScanSlot steps: 0-7 main, 8-15 overflow
+    if (probe(word0, 0, step)) return r;
+    if (windows > 1 && probe(word1, 1, step)) return r;
   }
   const bool valid = !verify || ((others[0] == 0 || OthersValid<V>(word0, key, others[0])) &&
                                  (others[1] == 0 || OthersValid<V>(word1, key, others[1])));
