@@ -12,15 +12,19 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <thread>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "rdma/path.h"
 #include "rdma/remote_ptr.h"
@@ -52,8 +56,18 @@ class HashMapClient {
   static constexpr size_t kUnitBytes = L::kUnitBytes;
   static constexpr size_t kSlotsPerGroup = hash_map_internal::kSlotsPerGroup;
 
-  HashMapClient(StructureClient common, size_t units_per_node)
-      : c_(std::move(common)), units_per_node_(units_per_node) {}
+  // Counters of the map's growth as this client saw it (plain; read by the
+  // client's thread or after it stops).
+  struct GrowthStats {
+    uint64_t stale = 0;      // operations that met a newer epoch and retried
+    uint64_t refreshes = 0;  // directory re-reads (NIC paths)
+    uint64_t splits = 0;     // segments this client split
+  };
+
+  HashMapClient(StructureClient common, const hash_map_internal::Geometry& g)
+      : c_(std::move(common)), g_(g) {
+    for (int n = 0; n < c_.num_nodes(); ++n) dirs_.push_back(hash_map_internal::DirectoryCopy::Initial(g_));
+  }
   HashMapClient(const HashMapClient&) = delete;
   HashMapClient& operator=(const HashMapClient&) = delete;
 
@@ -67,8 +81,8 @@ class HashMapClient {
       // place in the result (copies through memory with mismatched widths
       // stall store forwarding; that was a measurable part of a cached get).
       uint64_t w[L::kWords];
-      const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(op), op.p, kReaderWindows, key,
-                                                            Policy::kVerifyReads, w);
+      const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(op), op.p, kReaderWindows, op.epoch,
+                                                            Policy::kReadersCheckEpoch, key, Policy::kVerifyReads, w);
       if (l.kind == Lookup::kFound) {
         return absl::StatusOr<std::optional<V>>(absl::in_place, L::DecodeValue(w + L::kValueWord));
       }
@@ -76,7 +90,7 @@ class HashMapClient {
     }
     uint64_t words[L::kWords];
     bool found = false;
-    RETURN_IF_ERROR(FindUnlocked(op, key, words, &found));
+    RETURN_IF_ERROR(FindUnlocked(key, path, op, words, &found));
     if (!found) return std::optional<V>();
     return std::optional<V>(L::DecodeValue(words + L::kValueWord));
   }
@@ -86,12 +100,14 @@ class HashMapClient {
     RETURN_IF_ERROR(RouteFor(key, path, &op));
     uint64_t words[L::kWords];
     bool found = false;
-    RETURN_IF_ERROR(FindUnlocked(op, key, words, &found));
+    RETURN_IF_ERROR(FindUnlocked(key, path, op, words, &found));
     return found;
   }
 
   // Binds key to value. Returns the previous value, or nullopt if the key was
-  // absent. ResourceExhausted when absent and both its windows are full.
+  // absent. When the key is absent and both its windows are full, the key's
+  // segment is split (the map grows) and the put retried; ResourceExhausted
+  // only when the part's pool of segments is used up (or growth is off).
   absl::StatusOr<std::optional<V>> Put(uint64_t key, const V& value, Path path = Path::kAuto) {
     std::optional<V> prev;
     RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t* found, Action* a) -> absl::Status {
@@ -100,7 +116,10 @@ class HashMapClient {
         *a = {l.slot, &value};
         return absl::OkStatus();
       }
-      if (l.first_free < 0) return Full(key);
+      if (l.first_free < 0) {
+        a->full = true;
+        return absl::OkStatus();
+      }
       *a = {l.first_free, &value};
       return absl::OkStatus();
     }));
@@ -109,12 +128,15 @@ class HashMapClient {
 
   // Binds key to value only if the key is absent. True if it was inserted
   // (then it was absent); false if present (nothing changes).
-  // ResourceExhausted when absent and both its windows are full.
+  // Grows and ResourceExhausted as Put.
   absl::StatusOr<bool> Insert(uint64_t key, const V& value, Path path = Path::kAuto) {
     bool inserted = false;
     RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t*, Action* a) -> absl::Status {
       if (l.kind == Lookup::kFound) return absl::OkStatus();
-      if (l.first_free < 0) return Full(key);
+      if (l.first_free < 0) {
+        a->full = true;
+        return absl::OkStatus();
+      }
       *a = {l.first_free, &value};
       inserted = true;
       return absl::OkStatus();
@@ -138,15 +160,19 @@ class HashMapClient {
   // RDMA READs of the part in chunks). Exact when no writer runs. Under
   // concurrent writers each unit is counted at its own instant during the
   // call, so the result may differ from the size at any single instant by at
-  // most the number of writes that overlap the call.
+  // most the number of writes that overlap the call, plus the entries a split
+  // overlapping the call moves (they may be counted twice or not at all).
   absl::StatusOr<size_t> Size(rdma::NodeId node) {
     Op op;
     RETURN_IF_ERROR(c_.RouteTo(node, Path::kAuto, &op.route));
+    size_t segments = 0;
+    RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) { return units.SegmentsInUse(&segments); }));
+    const size_t units_in_use = std::min(segments, g_.max_segments) * g_.segment_units;
     size_t total = 0;
     const size_t chunk_units = std::max<size_t>(1, (size_t{256} << 10) / kUnitBytes);
     std::vector<uint64_t> buf;
-    for (size_t u0 = 0; u0 < units_per_node_; u0 += chunk_units) {
-      const size_t n = std::min(chunk_units, units_per_node_ - u0);
+    for (size_t u0 = 0; u0 < units_in_use; u0 += chunk_units) {
+      const size_t n = std::min(chunk_units, units_in_use - u0);
       if (!op.route.native()) {  // one READ for the whole chunk
         buf.resize(n * kUnitBytes / 8);
         RETURN_IF_ERROR(c_.session()->Read(op.route.base + u0 * kUnitBytes, buf.data(), n * kUnitBytes));
@@ -179,27 +205,91 @@ class HashMapClient {
 
   rdma::NodeId node() const { return c_.node().id(); }
   const ReadStats& read_stats() const { return c_.stats(); }
+  const GrowthStats& growth_stats() const { return growth_; }
+
+  // Re-reads node `node`'s directory now (NIC paths cache it; natively it is
+  // always read in place, so this does nothing). Operations refresh by
+  // themselves when they meet a split; this is for a client that wants the
+  // newest layout ahead of time.
+  absl::Status RefreshDirectory(rdma::NodeId node) {
+    Op op;
+    RETURN_IF_ERROR(c_.RouteTo(node, Path::kAuto, &op.route));
+    return WithAccessor(op, [&](auto& units) { return units.Refresh(); });
+  }
 
  private:
   // One operation's target: the route to the key's home and the key's
-  // placement there (two candidate windows and the scan start).
+  // placement there (two candidate windows, as units of the part, and the
+  // scan start), with the segment the directory gave and its epoch.
   struct Op {
     Route route;
     Placement p;
+    size_t segment = 0;
+    int depth = 0;       // the segment's local depth per the directory used
+    uint64_t epoch = 0;  // EpochBits(depth - base depth): what its state words must carry
   };
   // What a writer decided to store: slot index within the window of the
-  // lookup (-1: nothing) and the value (null: make the slot empty).
+  // lookup (-1: nothing) and the value (null: make the slot empty); or that
+  // it needed a free slot and both windows are full.
   struct Action {
     int slot = -1;
     const V* value = nullptr;
+    bool full = false;
   };
+  // How a writer's attempt ended.
+  enum class Outcome { kDone, kStale, kFull };
 
-  absl::Status RouteFor(uint64_t key, Path path, Op* op) const {
-    op->p = hash_map_internal::Place(key, c_.num_nodes(), units_per_node_);
-    return c_.RouteTo(op->p.node, path, &op->route);
+  // Routes `key` and looks its segment up: natively in the directory in
+  // place, on the NIC paths in the client's cached copy.
+  absl::Status RouteFor(uint64_t key, Path path, Op* op) {
+    op->p = hash_map_internal::Place(key, c_.num_nodes(), g_.segment_units);
+    RETURN_IF_ERROR(c_.RouteTo(op->p.node, path, &op->route));
+    uint64_t e;
+    if (op->route.native()) {
+      RETURN_IF_ERROR(hash_map_internal::NativeDirLookup(*LocalDir(*op), LocalEntries(*op), g_.max_depth,
+                                                         op->p.dir, &e));
+    } else {
+      e = dirs_[op->route.home].Lookup(op->p.dir);
+    }
+    op->segment = hash_map_internal::EntrySegment(e);
+    op->depth = hash_map_internal::EntryDepth(e);
+    if (ABSL_PREDICT_FALSE(op->segment >= g_.max_segments || op->depth < g_.base_depth ||
+                           op->depth > g_.max_depth)) {
+      return c_.Corrupt(absl::StrCat("directory entry ", e, " of node ", op->route.home, " is out of range"));
+    }
+    const size_t first_unit = op->segment * g_.segment_units;
+    op->p.c[0].unit += first_unit;
+    op->p.c[1].unit += first_unit;
+    op->epoch = hash_map_internal::EpochBits(op->depth - g_.base_depth);
+    return absl::OkStatus();
+  }
+
+  // After an attempt met a newer epoch: count it, back off after a few, and
+  // refresh the NIC path's directory copy (natively the next lookup reads it
+  // in place). A split in progress (old segment restamped, directory not yet
+  // published) keeps readers here briefly.
+  absl::Status AfterStale(const Op& op, int round) {
+    ++growth_.stale;
+    if (round >= 4) std::this_thread::yield();
+    if (round >= (1 << 20)) {
+      return absl::DeadlineExceededError(absl::StrCat("HashMap: node ", op.route.home,
+                                                      "'s directory kept changing under the operation"));
+    }
+    if (op.route.native()) return absl::OkStatus();
+    ++growth_.refreshes;
+    return WithAccessor(op, [&](auto& units) { return units.Refresh(); });
   }
 
   Unit* LocalUnits(const Op& op) const { return &rdma::RemoteRef<Unit>::At(op.route.base).Local(c_.node().id()); }
+  hash_map_internal::DirectoryHeader* LocalDir(const Op& op) const {
+    return reinterpret_cast<hash_map_internal::DirectoryHeader*>(reinterpret_cast<char*>(LocalUnits(op)) +
+                                                                 g_.pool_units() * kUnitBytes);
+  }
+  rdma::PlainWord* LocalEntries(const Op& op) const {
+    return reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(LocalDir(op)) +
+                                              hash_map_internal::kDirEntriesOffset);
+  }
+  rdma::RemotePtr DirLock(const Op& op) const { return op.route.base + g_.pool_units() * kUnitBytes; }
   rdma::RemotePtr UnitLock(const Op& op, size_t unit) const {
     return hash_map_internal::UnitPtr<V>(op.route.base, unit);  // the lock is the unit's first line
   }
@@ -208,10 +298,11 @@ class HashMapClient {
   template <typename F>
   absl::Status WithAccessor(const Op& op, F&& f) {
     if (op.route.native()) {
-      hash_map_internal::NativeUnits<V> units(LocalUnits(op));
+      hash_map_internal::NativeUnits<V> units(LocalUnits(op), g_);
       return f(units);
     }
-    hash_map_internal::RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data());
+    hash_map_internal::RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data(), g_,
+                                            &dirs_[op.route.home]);
     return f(units);
   }
 
@@ -219,13 +310,12 @@ class HashMapClient {
     return absl::StrCat("unit ", unit, " on node ", op.route.home, " has a slot whose checksum does not match");
   }
 
-  absl::Status Full(uint64_t key) const {
-    const Placement p = hash_map_internal::Place(key, c_.num_nodes(), units_per_node_);
+  // A full key's error when the map cannot grow (growth off, or `why`).
+  absl::Status Full(uint64_t key, const Op& op, absl::string_view why) const {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "HashMap: key ", key, " may live in units ", p.c[0].unit, " and ", p.c[1].unit, " on node ", p.node,
-        ", and both its windows of ", hash_map_internal::kSlotsPerWindow,
-        " slots are full; the key was not stored and nothing stored was lost. Create the map with more "
-        "groups_per_node (see structures/README.md, Capacity)"));
+        "HashMap: key ", key, " may live in units ", op.p.c[0].unit, " and ", op.p.c[1].unit, " on node ",
+        op.route.home, ", both its windows of ", hash_map_internal::kSlotsPerWindow, " slots are full, and ", why,
+        "; the key was not stored and nothing stored was lost (see structures/README.md, Capacity)"));
   }
 
   // Get/Contains: optimistic reads until the key is found in a slot whose
@@ -234,21 +324,35 @@ class HashMapClient {
   // unit locks. `*found` says which; when found, the slot's words are in
   // `words` (L::kWords). NIC: both windows in one doorbell (RemoteUnits::
   // FetchWindows), 1 round trip.
-  absl::Status FindUnlocked(const Op& op, uint64_t key, uint64_t* words, bool* found) {
-    Lookup l;
-    RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
-      return c_.ReadValidatedUnder(
-          [&](auto&& step) { return WithUnitLocks(op, units, /*chain=*/false, [&](const bool*) { return step(); }); },
-          [&](bool* valid) {
-            RETURN_IF_ERROR(units.FetchWindows(op.p, kReaderWindows));
-            RETURN_IF_ERROR(units.Find(op.p, kReaderWindows, key, Policy::kVerifyReads, words, &l));
-            *valid = l.kind != Lookup::kTorn;
-            return absl::OkStatus();
-          },
-          [&] { return Broken(op, op.p.c[0].unit); });
-    }));
-    *found = l.kind == Lookup::kFound;
-    return absl::OkStatus();
+  //
+  // A scan that meets a state word of another epoch (kStale: the segment was
+  // split since the directory was read, or is being split) ends the round:
+  // the directory is refreshed (NIC) or looked up again (native) and the
+  // read starts over with the new segment.
+  absl::Status FindUnlocked(uint64_t key, Path path, Op& op, uint64_t* words, bool* found) {
+    for (int round = 0;; ++round) {
+      Lookup l;
+      RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
+        return c_.ReadValidatedUnder(
+            [&](auto&& step) {
+              return WithUnitLocks(op, units, /*chain=*/false, [&](const bool*) { return step(); });
+            },
+            [&](bool* valid) {
+              RETURN_IF_ERROR(units.FetchWindows(op.p, kReaderWindows));
+              RETURN_IF_ERROR(units.Find(op.p, kReaderWindows, op.epoch, Policy::kReadersCheckEpoch, key,
+                                         Policy::kVerifyReads, words, &l));
+              *valid = l.kind != Lookup::kTorn;
+              return absl::OkStatus();
+            },
+            [&] { return Broken(op, op.p.c[0].unit); });
+      }));
+      if (l.kind != Lookup::kStale) {
+        *found = l.kind == Lookup::kFound;
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(AfterStale(op, round));
+      RETURN_IF_ERROR(RouteFor(key, path, &op));
+    }
   }
 
   // Holds the locks of both candidate units (one lock when they are the same
@@ -311,34 +415,64 @@ class HashMapClient {
   // NIC: lock each unit with its window READ in the acquire's round trip, one
   // WRITE posted without waiting, unlock (its CAS on the same QP orders after
   // the WRITE: rdma_path.h).
+  //
+  // Under the locks the windows' state words must carry the epoch the
+  // directory gave (a split holds every unit lock of its segment, so they are
+  // all of one epoch); otherwise the locks are released, the directory
+  // refreshed and the write retried. A write that needs a slot and finds
+  // both windows full splits the key's segment (Split) and retries.
   template <typename Decide>
   absl::Status WriteLocked(uint64_t key, Path path, Decide&& decide) {
-    Op op;
-    RETURN_IF_ERROR(RouteFor(key, path, &op));
-    return WithAccessor(op, [&](auto& units) {
-      if (op.route.native() && !Policy::kNativeWritersLock) {
-        const bool none[2] = {false, false};
-        return WriteUnderLocks(op, units, none, key, decide);  // test-only mutant: no lock
+    for (int round = 0;; ++round) {
+      Op op;
+      RETURN_IF_ERROR(RouteFor(key, path, &op));
+      Outcome out = Outcome::kDone;
+      RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
+        if (op.route.native() && !Policy::kNativeWritersLock) {
+          const bool none[2] = {false, false};
+          return WriteUnderLocks(op, units, none, key, decide, &out);  // test-only mutant: no lock
+        }
+        return WithUnitLocks(op, units, /*chain=*/true, [&](const bool* fetched) {
+          return WriteUnderLocks(op, units, fetched, key, decide, &out);
+        });
+      }));
+      switch (out) {
+        case Outcome::kDone:
+          return absl::OkStatus();
+        case Outcome::kStale:
+          RETURN_IF_ERROR(AfterStale(op, round));
+          break;
+        case Outcome::kFull:
+          if (!g_.can_grow()) return Full(key, op, "the map cannot grow (max_groups_per_node == groups_per_node)");
+          RETURN_IF_ERROR(Split(key, op));
+          break;
       }
-      return WithUnitLocks(op, units, /*chain=*/true,
-                           [&](const bool* fetched) { return WriteUnderLocks(op, units, fetched, key, decide); });
-    });
+    }
   }
 
   template <typename Units, typename Decide>
-  absl::Status WriteUnderLocks(const Op& op, Units& units, const bool* fetched, uint64_t key, Decide& decide) {
+  absl::Status WriteUnderLocks(const Op& op, Units& units, const bool* fetched, uint64_t key, Decide& decide,
+                               Outcome* out) {
     uint64_t found[L::kWords] = {};  // the key's slot as read (kFound)
     Lookup l[2];
     int which = -1;  // the window the key is in
     for (int w = 0; w < 2 && which < 0; ++w) {
-      RETURN_IF_ERROR(units.FindUnderLock(op.p, w, fetched[w], key, found, &l[w]));
+      RETURN_IF_ERROR(units.FindUnderLock(op.p, w, fetched[w], op.epoch, key, found, &l[w]));
       if (l[w].kind == Lookup::kTorn) return c_.Corrupt(Broken(op, op.p.c[w].unit));
+      if (l[w].kind == Lookup::kStale) {
+        *out = Outcome::kStale;
+        return absl::OkStatus();
+      }
       if (l[w].kind == Lookup::kFound) which = w;
     }
     if (which < 0) which = l[1].free_count > l[0].free_count ? 1 : 0;
     const Lookup& lw = l[which];
     Action a;
     RETURN_IF_ERROR(decide(lw, static_cast<const uint64_t*>(found), &a));
+    if (a.full) {
+      *out = Outcome::kFull;
+      return absl::OkStatus();
+    }
     if (a.slot < 0) return absl::OkStatus();
     const bool overwrite = a.slot == lw.slot && lw.kind == Lookup::kFound;
     uint64_t words[L::kWords];
@@ -356,8 +490,164 @@ class HashMapClient {
     return units.StoreSlot(c.unit, slot, words, key_unchanged, /*wait=*/false);
   }
 
+  // Splits the segment `op` found full (Op::segment at Op::depth) into it and
+  // a new segment from the pool, unless someone split it meanwhile. Under
+  // the directory lock (splits of a node are serialized; writers never take
+  // it, so the lock order directory -> units cannot deadlock with them), and
+  // then every unit lock of the segment, in unit order (the same order as
+  // writers'). Then, in this order, each step complete before the next
+  // starts (rdma_path.h: each is waited; natively program order with release
+  // stores):
+  //   1. the new segment Y gets, in the same unit/side/slot, every key of X
+  //      whose directory hash has bit `depth` set, and every slot of Y the
+  //      new epoch (Y is unreachable: no directory entry names it yet);
+  //   2. X's slots are rewritten with the new epoch, the moved ones empty;
+  //   3. the directory is published (seqlock; doubled first when X's depth
+  //      was the global depth).
+  // A reader with the old directory sees X at the old epoch (every key still
+  // there) or a newer epoch (stale: retry); one with the new directory finds
+  // Y complete. Between 2 and 3 readers of X retry until 3 lands; writers of
+  // X wait for its locks, then see the new epoch and retry.
+  absl::Status Split(uint64_t key, const Op& op) {
+    ++growth_.splits;
+    return WithAccessor(op, [&](auto& units) {
+      return c_.WithLock(op.route, DirLock(op), [&] { return SplitUnderDirLock(key, op, units); });
+    });
+  }
+
+  template <typename Units>
+  absl::Status SplitUnderDirLock(uint64_t key, const Op& op, Units& units) {
+    using hash_map_internal::DirEntry;
+    constexpr bool kNic = std::is_same_v<Units, hash_map_internal::RemoteUnits<V>>;
+    hash_map_internal::DirectoryCopy d;
+    RETURN_IF_ERROR(units.ReadDirectory(&d));
+    if (d.Lookup(op.p.dir) != DirEntry(op.segment, op.depth)) {  // split by someone else meanwhile
+      if constexpr (kNic) dirs_[op.route.home] = std::move(d);
+      return absl::OkStatus();
+    }
+    const int depth = op.depth;
+    if (depth + 1 > g_.max_depth || depth + 1 - g_.base_depth > hash_map_internal::kMaxEpoch) {
+      return Full(key, op, absl::StrCat("its segment is at the directory's deepest level (", depth, ")"));
+    }
+    if (d.segments >= g_.max_segments) {
+      return Full(key, op, absl::StrCat("the part's pool of ", g_.max_segments,
+                                        " segments is used up (raise max_groups_per_node)"));
+    }
+    const size_t x = op.segment;
+    const size_t y = d.segments;
+    std::vector<rdma::RemotePtr> held;
+    absl::Status st = absl::OkStatus();
+    for (size_t u = 0; u < g_.segment_units && st.ok(); ++u) {
+      const rdma::RemotePtr lock = UnitLock(op, x * g_.segment_units + u);
+      st = c_.lock().Lock(lock, op.route.path);
+      if (st.ok()) held.push_back(lock);
+    }
+    if (st.ok()) st = MoveHalf(units, op, d, x, y);
+    for (auto it = held.rbegin(); it != held.rend(); ++it) {
+      absl::Status u = c_.lock().Unlock(*it);
+      if (st.ok()) st = u;
+    }
+    if (st.ok()) {
+      if constexpr (kNic) dirs_[op.route.home] = std::move(d);
+    }
+    return st;
+  }
+
+  // Steps 1-3 of Split, with every unit lock of X held; `d` is the directory
+  // as read under the directory lock, updated to what was published.
+  template <typename Units>
+  absl::Status MoveHalf(Units& units, const Op& op, hash_map_internal::DirectoryCopy& d, size_t x, size_t y) {
+    using hash_map_internal::DirEntry;
+    const size_t n_slots = g_.segment_units * hash_map_internal::kSlotsPerUnit;
+    std::vector<uint64_t> xs(n_slots * L::kWords), ys(n_slots * L::kWords, 0);
+    RETURN_IF_ERROR(units.ReadSegmentSlots(x, xs.data()));
+    const int depth = op.depth;
+    const int new_epoch = depth + 1 - g_.base_depth;
+    for (size_t i = 0; i < n_slots; ++i) {
+      uint64_t* w = xs.data() + i * L::kWords;
+      uint64_t* t = ys.data() + i * L::kWords;
+      if (L::Checksum(w) != w[L::kChecksumWord] || (w[L::kStateWord] & hash_map_internal::kEpochMask) != op.epoch) {
+        return c_.Corrupt(absl::StrCat("segment ", x, " on node ", op.route.home, " has a slot (", i,
+                                       ") with a bad checksum or epoch"));
+      }
+      const bool occupied = L::Occupied(w[L::kStateWord]);
+      const bool move =
+          occupied &&
+          ((hash_map_internal::Place(w[L::kKeyWord], c_.num_nodes(), g_.segment_units).dir >> depth) & 1) != 0;
+      if (move) {
+        std::memcpy(t, w, L::kBytes);
+        t[L::kStateWord] = L::Restamped(0, new_epoch, true);  // Y's slots are fresh: version 0
+        const uint64_t emptied = L::Restamped(w[L::kStateWord], new_epoch, false);
+        std::memset(w, 0, L::kBytes);
+        w[L::kStateWord] = emptied;
+      } else {
+        t[L::kStateWord] = L::Restamped(0, new_epoch, false);
+        w[L::kStateWord] = L::Restamped(w[L::kStateWord], new_epoch, occupied);
+      }
+      t[L::kChecksumWord] = L::Checksum(t);
+      w[L::kChecksumWord] = L::Checksum(w);
+    }
+    // The new directory: X's entries (index = dir mod 2^depth's pattern)
+    // split by bit `depth`; doubled first if needed.
+    const size_t old_size = d.entries.size();
+    const int new_depth = std::max(d.depth, depth + 1);
+    std::vector<uint64_t> e = d.entries;
+    e.resize(size_t{1} << new_depth);
+    for (size_t i = old_size; i < e.size(); ++i) e[i] = e[i - old_size];
+    const uint64_t pattern = op.p.dir & ((uint64_t{1} << depth) - 1);
+    size_t first = e.size(), last = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      if ((i & ((uint64_t{1} << depth) - 1)) != pattern) continue;
+      e[i] = DirEntry(((i >> depth) & 1) != 0 ? y : x, depth + 1);
+      first = std::min(first, i);
+      last = i;
+    }
+    if (e.size() > old_size) {
+      first = std::min(first, old_size);
+      last = e.size() - 1;
+    }
+    auto publish = [&]() {
+      return units.PublishDirectory(d.version, first, e.data() + first, last + 1 - first, new_depth,
+                                    d.segments + 1);
+    };
+    if constexpr (Policy::kPublishAfterCopy) {
+      RETURN_IF_ERROR(units.WriteSegmentSlots(y, ys.data()));
+      Policy::AfterSplitStep();
+      RETURN_IF_ERROR(units.WriteSegmentSlots(x, xs.data()));
+      Policy::AfterSplitStep();
+      RETURN_IF_ERROR(publish());
+    } else {
+      // Test-only mutant: format Y (every slot empty at the new epoch),
+      // publish, and only then copy the moved entries and restamp X.
+      std::vector<uint64_t> empty(ys.size(), 0);
+      for (size_t i = 0; i < n_slots; ++i) {
+        uint64_t* t = empty.data() + i * L::kWords;
+        t[L::kStateWord] = L::Restamped(0, new_epoch, false);
+        t[L::kChecksumWord] = L::Checksum(t);
+      }
+      RETURN_IF_ERROR(units.WriteSegmentSlots(y, empty.data()));
+      RETURN_IF_ERROR(publish());
+      Policy::AfterSplitStep();
+      for (size_t i = 0; i < n_slots; ++i) {  // versions must move past the format's
+        uint64_t* t = ys.data() + i * L::kWords;
+        t[L::kStateWord] = L::Restamped(L::Restamped(0, new_epoch, false), new_epoch, L::Occupied(t[L::kStateWord]));
+        t[L::kChecksumWord] = L::Checksum(t);
+      }
+      RETURN_IF_ERROR(units.WriteSegmentSlots(y, ys.data()));
+      Policy::AfterSplitStep();
+      RETURN_IF_ERROR(units.WriteSegmentSlots(x, xs.data()));
+    }
+    d.version = hash_map_internal::NextVersion(hash_map_internal::NextVersion(d.version));
+    d.depth = new_depth;
+    d.segments += 1;
+    d.entries = std::move(e);
+    return absl::OkStatus();
+  }
+
   StructureClient c_;
-  const size_t units_per_node_;
+  const hash_map_internal::Geometry g_;
+  std::vector<hash_map_internal::DirectoryCopy> dirs_;  // per node: the NIC paths' directory copy
+  GrowthStats growth_;
   // Private copies of the last windows and unit read.
   std::array<std::array<uint64_t, L::kWindowWords>, 2> win_{};
   std::array<uint64_t, L::kUnitSlotsWords> unit_snap_{};

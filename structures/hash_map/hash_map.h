@@ -118,10 +118,16 @@ using hash_map_internal::HashMapValue;  // trivially copyable, sizeof <= 56
 using HashMapClientStats = ReadStats;
 
 struct HashMapOptions {
-  // 8-slot groups per node, rounded up to whole units of three groups:
-  // capacity = nodes * ceil(groups_per_node / 3) * 24 slots.
+  // 8-slot groups per node at creation, rounded up to whole units of three
+  // groups and then to whole segments (capacity(); structures/README.md,
+  // Capacity).
   size_t groups_per_node = 1024;
-  locks::Budgets budgets;  // ALock budgets of every unit lock
+  // How far each node's part may grow, in groups: its pool of segments is
+  // reserved in the node's arena at creation (PartBytes). 0: 4 x
+  // groups_per_node. Equal to groups_per_node: the map never grows, and a
+  // key whose two windows are full gets ResourceExhausted.
+  size_t max_groups_per_node = 0;
+  locks::Budgets budgets;  // ALock budgets of every unit lock (and of the directory lock)
 };
 
 // `Policy` exists only so tests can build deliberately broken variants from
@@ -173,32 +179,48 @@ class HashMap {
   // paths. The client allocates one ALock descriptor line in `node`'s arena.
   // `node` must outlive it; the map must outlive its use.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    absl::StatusOr<StructureClient> common =
-        StructureClient::Create(parts_, node, session, StructureClient::TwoLocks());
+    // A splitter holds the directory lock and every unit lock of a segment.
+    locks::ClientOptions lock_options = StructureClient::TwoLocks();
+    lock_options.max_held = std::max<size_t>(2, g_.segment_units + 1);
+    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, lock_options);
     if (!common.ok()) return common.status();
-    return std::make_unique<Client>(std::move(*common), units_per_node_);
+    return std::make_unique<Client>(std::move(*common), g_);
   }
 
   rdma::NodeId HomeOf(uint64_t key) const { return Place(key).node; }
-  size_t capacity() const { return static_cast<size_t>(num_nodes()) * units_per_node_ * kSlotsPerUnit; }
+  // Slots at creation, and the most the map can grow to.
+  size_t capacity() const { return static_cast<size_t>(num_nodes()) * units_per_node() * kSlotsPerUnit; }
+  size_t max_capacity() const {
+    return static_cast<size_t>(num_nodes()) * g_.pool_units() * kSlotsPerUnit;
+  }
   int num_nodes() const { return parts_.num_nodes(); }
-  size_t units_per_node() const { return units_per_node_; }
+  // Units per node at creation (whole segments).
+  size_t units_per_node() const { return g_.initial_units(); }
+  const hash_map_internal::Geometry& geometry() const { return g_; }
   // The two units (within its home node's part) whose windows may hold `key`
-  // (equal when both windows are the two sides of one unit).
+  // in the layout at creation, before any split (equal when both windows are
+  // the two sides of one unit).
   std::array<size_t, 2> CandidatesOf(uint64_t key) const {
     const hash_map_internal::Placement p = Place(key);
-    return {p.c[0].unit, p.c[1].unit};
+    const size_t first = (p.dir & (g_.initial_segments() - 1)) * g_.segment_units;
+    return {first + p.c[0].unit, first + p.c[1].unit};
   }
-  // The bytes of one node's part (each node's arena must have them).
+  // The bytes of one node's part (each node's arena must have them): the
+  // pool of segments for max_groups_per_node, and the directory.
   static size_t PartBytes(const HashMapOptions& o) {
-    return hash_map_internal::UnitsFor(o.groups_per_node) * kUnitBytes;
+    const hash_map_internal::Geometry g = GeometryOf(o);
+    return g.pool_units() * kUnitBytes + hash_map_internal::kDirEntriesOffset + (size_t{8} << g.max_depth);
   }
   // Where node `n`'s part starts when this process created it, else null.
   rdma::RemotePtr PartBase(rdma::NodeId n) const { return parts_.local_base(n); }
 
  private:
-  HashMap(PartDirectory parts, const HashMapOptions& options)
-      : parts_(std::move(parts)), units_per_node_(hash_map_internal::UnitsFor(options.groups_per_node)) {}
+  HashMap(PartDirectory parts, const HashMapOptions& options) : parts_(std::move(parts)), g_(GeometryOf(options)) {}
+
+  static hash_map_internal::Geometry GeometryOf(const HashMapOptions& o) {
+    return hash_map_internal::GeometryFor(o.groups_per_node,
+                                          o.max_groups_per_node == 0 ? 4 * o.groups_per_node : o.max_groups_per_node);
+  }
 
   static absl::Status Validate(const HashMapOptions& o) {
     const size_t max_groups = (size_t{1} << 40) / kUnitBytes * hash_map_internal::kGroupsPerUnit;
@@ -206,14 +228,31 @@ class HashMap {
       return absl::InvalidArgumentError(
           absl::StrCat("HashMap: groups_per_node ", o.groups_per_node, " out of range 1..", max_groups));
     }
+    if (o.max_groups_per_node != 0 &&
+        (o.max_groups_per_node < o.groups_per_node || o.max_groups_per_node > max_groups)) {
+      return absl::InvalidArgumentError(absl::StrCat("HashMap: max_groups_per_node ", o.max_groups_per_node,
+                                                     " out of range ", o.groups_per_node, "..", max_groups,
+                                                     " (or 0 for 4 x groups_per_node)"));
+    }
     return absl::OkStatus();
   }
 
-  // A new part is zero-filled, which is already an empty map with default
-  // lock budgets; only other budgets need stores.
+  // A new part is zero-filled: every slot is an empty slot of epoch 0 (the
+  // initial layout's) and every lock free with default budgets. The
+  // directory is written here (initial layout: entry i -> segment i), and
+  // lock words only for other budgets.
   static absl::Status InitPart(rdma::Node& node, rdma::RemotePtr part, const HashMapOptions& o) {
+    const hash_map_internal::Geometry g = GeometryOf(o);
+    const rdma::RemotePtr dir = part + g.pool_units() * kUnitBytes;
+    auto* h = &rdma::RemoteRef<hash_map_internal::DirectoryHeader>::At(dir).Local(node.id());
+    auto* entries = reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(h) + hash_map_internal::kDirEntriesOffset);
+    for (size_t i = 0; i < g.initial_segments(); ++i) {
+      entries[i].Store(hash_map_internal::DirEntry(i, g.base_depth), std::memory_order_relaxed);
+    }
+    h->depth.Store(static_cast<uint64_t>(g.base_depth), std::memory_order_relaxed);
+    h->segments.Store(g.initial_segments(), std::memory_order_release);
     if (DefaultBudgets(o.budgets)) return absl::OkStatus();
-    for (size_t u = 0; u < hash_map_internal::UnitsFor(o.groups_per_node); ++u) {
+    for (size_t u = 0; u <= g.pool_units(); ++u) {  // every unit's lock, then the directory lock
       absl::Status s = locks::InitLock(part + u * kUnitBytes, node.id(), {locks::LockKind::kALock, o.budgets});
       if (!s.ok()) return s;
     }
@@ -221,11 +260,11 @@ class HashMap {
   }
 
   hash_map_internal::Placement Place(uint64_t key) const {
-    return hash_map_internal::Place(key, num_nodes(), units_per_node_);
+    return hash_map_internal::Place(key, num_nodes(), g_.segment_units);
   }
 
   PartDirectory parts_;
-  size_t units_per_node_ = 0;
+  hash_map_internal::Geometry g_;
 };
 
 }  // namespace structures

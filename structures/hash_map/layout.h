@@ -39,21 +39,56 @@
 //
 // A slot is kWords PlainWords:
 //
-//   word 0                 state: bit 0 = occupied, bits 1.. = version (number
-//                          of writes this slot has seen; never wraps in practice)
+//   word 0                 state: bit 0 = occupied, bits 1-7 = the slot's epoch
+//                          (its segment's local depth minus the map's initial
+//                          depth, see "Growth" below), bits 8.. = version
+//                          (number of writes this slot has seen; never wraps
+//                          in practice). Occupied bit and epoch share the
+//                          lowest byte, so even a NIC that copies single
+//                          bytes (rxe) never splits them.
 //   word 1                 key (any 64-bit value; no reserved keys)
 //   words 2 .. 2+kValue-1  the value's bytes (memcpy of V, zero padded)
 //   word kWords-1          checksum = SlotChecksum(words 0 .. kWords-2)
 //
-// The all-zero slot is a valid empty slot (SlotChecksum of all zeros is 0), so
-// zero-filled arena memory is a valid empty map and no initialization race
-// exists between processes that create their parts independently.
+// The all-zero slot is a valid empty slot of epoch 0 (SlotChecksum of all
+// zeros is 0), so zero-filled arena memory is a valid empty segment of the
+// initial layout and no initialization race exists between processes that
+// create their parts independently.
+//
+// Growth (extendible hashing; docs/design.md §9.2, structures/README.md).
+// The units of a part are grouped into segments of S units; a part holds a
+// pool of max_segments segments (reserved at creation), of which the first
+// `segments` are in use, followed by the part's directory:
+//
+//   offset pool_bytes          locks::ALockWord  the directory lock (splitters)
+//          pool_bytes + 64     version           seqlock: odd while the
+//                                                directory changes; only its
+//                                                lowest byte is used (rxe-safe)
+//          pool_bytes + 72     depth             global depth D
+//          pool_bytes + 80     segments          segments in use
+//          pool_bytes + 128    entry[2^max_depth]  entry i (i < 2^D):
+//                                                (segment << 8) | local depth
+//
+// A key's segment is entry[dir_hash mod 2^D]; its two candidate units are
+// segment * S + (the Placement's units, which are in [0, S)). A split of
+// segment X (local depth d) into X and a fresh Y moves the keys whose
+// dir_hash has bit d set to the same slots of Y, then restamps X's slots with
+// epoch d+1 - D0 (moved ones emptied), then publishes the directory. A
+// reader whose directory says depth d accepts only state words of epoch
+// d - D0: any other epoch means its directory is stale (it refreshes and
+// retries). Directory words' domains:
+//
+//   directory lock          ALockWord  as a unit lock
+//   version, depth,         PlainWord  the directory-lock holder stores (CPU
+//   segments, entry[*]                 stores or RDMA WRITEs); anyone loads
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "absl/base/attributes.h"
 #include "locks/alock.h"
@@ -73,6 +108,11 @@ inline constexpr size_t kMaxValueBytes = 56;
 static_assert(kSlotsPerUnit <= 32, "Lookup::others is a 32-bit mask");
 
 // Mix64, HashWords and ZeroHash: structures/common/checksum.h.
+
+// The epoch field of a slot's state word (bits 1-7).
+inline constexpr uint64_t kEpochMask = 0xFE;
+inline constexpr int kMaxEpoch = 127;
+inline constexpr uint64_t EpochBits(int epoch) { return static_cast<uint64_t>(epoch) << 1; }
 using ::structures::HashWords;
 using ::structures::Mix64;
 using ::structures::ZeroHash;
@@ -113,9 +153,15 @@ struct SlotLayout {
   }
 
   static constexpr bool Occupied(uint64_t state) { return (state & 1) != 0; }
-  // The state word of the next write to a slot whose state is `old`.
+  // The state word of the next write to a slot whose state is `old` (same
+  // epoch, next version).
   static constexpr uint64_t NextState(uint64_t old, bool occupied) {
-    return (((old >> 1) + 1) << 1) | (occupied ? 1 : 0);
+    return (((old >> 8) + 1) << 8) | (old & kEpochMask) | (occupied ? 1 : 0);
+  }
+  // The state word of a split's rewrite of a slot whose state is `old`: next
+  // version, epoch `epoch`.
+  static constexpr uint64_t Restamped(uint64_t old, int epoch, bool occupied) {
+    return (((old >> 8) + 1) << 8) | EpochBits(epoch) | (occupied ? 1 : 0);
   }
 
   static void EncodeValue(const V& v, uint64_t* value_words) { EncodeValueWords(v, value_words); }
@@ -177,32 +223,121 @@ struct Candidate {
   friend bool operator==(const Candidate&, const Candidate&) = default;
 };
 
-// Where a key lives: its home node, its two candidates (never equal), and the
-// slot where scans of either window's groups start.
+// Where a key lives: its home node, its two candidates (never equal), the
+// slot where scans of either window's groups start, and the hash that picks
+// its segment through the home node's directory. Place() gives candidate
+// units relative to the segment, in [0, S); a client adds segment * S once
+// it has looked the segment up.
 struct Placement {
   rdma::NodeId node = 0;
   Candidate c[2];
-  size_t start = 0;  // in [0, kSlotsPerGroup)
+  size_t start = 0;    // in [0, kSlotsPerGroup)
+  uint64_t dir = 0;    // directory index = dir mod 2^depth
   bool same_unit() const { return c[0].unit == c[1].unit; }
 };
 
-// Keys are mixed and mapped onto [0, num_nodes * units_per_node) with a
-// multiply-shift range reduction (uniform for a uniform hash; it takes the
-// high bits of the product); unit u of the whole map lives on node
-// u / units_per_node. Computed without a division: with x = h / 2^64,
-// u = floor(x * N * U) = node * U + floor(frac * U), where node = floor(x * N)
-// is the high word of h * N and frac * 2^64 its low word (exact, so this is
-// the same mapping as the division). That is the first candidate's unit; the
-// second's comes from an independent mix of the key on the same node, and
-// each side from a low bit of that mix (which the range reduction barely
-// uses). Should both candidates coincide (same unit and side), the second
-// takes the other side, so a key always has two distinct windows (with one
-// unit per node they are its two sides). The scan start is the first mix's
-// low 3 bits, so keys of one group spread over the start slots: a key is
-// usually found at its first probe. Where a reader starts does not matter for
-// correctness (every reader scans all slots of both windows when it does not
-// find the key); writers insert into the first empty slot from the same start.
-inline Placement Place(uint64_t key, int num_nodes, size_t units_per_node) {
+// A part's segment geometry, fixed at creation (the same in every process,
+// from the options alone). The initial layout is 2^base_depth segments of
+// `segment_units` units each, every directory entry i -> segment i at depth
+// base_depth; the pool has room for max_segments; the directory for
+// 2^max_depth entries.
+struct Geometry {
+  size_t segment_units = 1;  // S
+  int base_depth = 0;        // D0
+  size_t max_segments = 1;
+  int max_depth = 0;
+  size_t initial_segments() const { return size_t{1} << base_depth; }
+  size_t initial_units() const { return initial_segments() * segment_units; }
+  size_t pool_units() const { return max_segments * segment_units; }
+  bool can_grow() const { return max_segments > initial_segments(); }
+};
+
+inline constexpr size_t kMinSegmentUnits = 16;  // S >= 16 keeps two-choice placement effective
+inline constexpr int kMaxBaseDepth = 12;         // at most 4096 initial segments (bigger maps: bigger S)
+inline constexpr int kMaxDepth = 16;             // directory of at most 65,536 entries (512 KiB)
+
+inline int CeilLog2(size_t n) {
+  int d = 0;
+  while ((size_t{1} << d) < n) ++d;
+  return d;
+}
+
+// The geometry for `groups` initial groups and room to grow to `max_groups`
+// (>= groups). S is at least kMinSegmentUnits (or all units, when fewer),
+// and the initial units round up by less than one unit per segment.
+inline Geometry GeometryFor(size_t groups, size_t max_groups) {
+  const size_t units = UnitsFor(groups);
+  Geometry g;
+  int d = 0;
+  while (d < kMaxBaseDepth && (units >> (d + 1)) >= kMinSegmentUnits) ++d;
+  g.base_depth = d;
+  g.segment_units = (units + (size_t{1} << d) - 1) >> d;
+  const size_t max_units = std::max(UnitsFor(max_groups), g.initial_units());
+  g.max_segments = std::max(g.initial_segments(), max_units / g.segment_units);
+  // Three spare levels: splits are not perfectly balanced.
+  g.max_depth = std::min(kMaxDepth, std::max(d, CeilLog2(g.max_segments) + 3));
+  if (g.max_depth - d > kMaxEpoch) g.max_depth = d + kMaxEpoch;
+  return g;
+}
+
+// A directory entry: (segment << 8) | absolute local depth.
+inline constexpr uint64_t DirEntry(size_t segment, int depth) {
+  return (static_cast<uint64_t>(segment) << 8) | static_cast<uint64_t>(depth);
+}
+inline constexpr size_t EntrySegment(uint64_t e) { return static_cast<size_t>(e >> 8); }
+inline constexpr int EntryDepth(uint64_t e) { return static_cast<int>(e & 0xff); }
+
+// The directory's words in registered memory (after the pool).
+struct DirectoryHeader {
+  locks::ALockWord lock;  // splitters hold it around a split
+  rdma::PlainWord version;   // seqlock, lowest byte only: odd while changing
+  rdma::PlainWord depth;     // global depth D
+  rdma::PlainWord segments;  // segments in use
+  rdma::PlainWord spare[5];
+  rdma::PlainWord entry[1];  // really 2^max_depth entries
+};
+static_assert(offsetof(DirectoryHeader, version) == locks::kLockBytes);
+static_assert(offsetof(DirectoryHeader, entry) == 128);
+inline constexpr size_t kDirEntriesOffset = 128;
+inline constexpr uint64_t NextVersion(uint64_t v) { return (v + 1) & 0xff; }
+
+// A client's copy of a part's directory (the NIC path's cache; a splitter's
+// view under the directory lock).
+struct DirectoryCopy {
+  uint64_t version = 0;
+  int depth = 0;
+  size_t segments = 0;
+  std::vector<uint64_t> entries;  // 2^depth
+  // The initial layout (what a fresh part holds; no I/O needed to know it).
+  static DirectoryCopy Initial(const Geometry& g) {
+    DirectoryCopy d;
+    d.depth = g.base_depth;
+    d.segments = g.initial_segments();
+    d.entries.resize(g.initial_segments());
+    for (size_t i = 0; i < d.entries.size(); ++i) d.entries[i] = DirEntry(i, g.base_depth);
+    return d;
+  }
+  uint64_t Lookup(uint64_t dir) const { return entries[dir & ((uint64_t{1} << depth) - 1)]; }
+};
+
+// Keys are mixed and mapped onto [0, num_nodes) and a unit of a segment of
+// `segment_units` units with a multiply-shift range reduction (uniform for a
+// uniform hash; it takes the high bits of the product). Computed without a
+// division: with x = h / 2^64, node = floor(x * N) is the high word of h * N
+// and frac * 2^64 its low word, and the first candidate's unit is
+// floor(frac * S). The second's comes from an independent mix h2 of the key,
+// each side from a low bit of h2 (which the range reduction barely uses), and
+// the directory index from h2's next bits (bits 2 and up; the reduction uses
+// its top bits). Should both candidates coincide (same unit and side), the
+// second takes the other side, so a key always has two distinct windows (with
+// one unit per segment they are its two sides). The scan start is the first
+// mix's low 3 bits, so keys of one group spread over the start slots: a key
+// is usually found at its first probe. Where a reader starts does not matter
+// for correctness (every reader scans all slots of both windows when it does
+// not find the key); writers insert into the first empty slot from the same
+// start. A split moves a key to the same unit, side and slot of the new
+// segment, since none of these depend on the segment.
+inline Placement Place(uint64_t key, int num_nodes, size_t segment_units) {
   const uint64_t h = Mix64(key ^ 0x243f6a8885a308d3ULL);
   const uint64_t h2 = Mix64(key ^ 0x13198a2e03707344ULL);
   const unsigned __int128 hn = static_cast<unsigned __int128>(h) * static_cast<uint64_t>(num_nodes);
@@ -210,19 +345,22 @@ inline Placement Place(uint64_t key, int num_nodes, size_t units_per_node) {
   const uint64_t frac = static_cast<uint64_t>(hn);
   Placement p;
   p.node = static_cast<rdma::NodeId>(node);
-  p.c[0].unit = static_cast<size_t>((static_cast<unsigned __int128>(frac) * units_per_node) >> 64);
+  p.c[0].unit = static_cast<size_t>((static_cast<unsigned __int128>(frac) * segment_units) >> 64);
   p.c[0].side = static_cast<int>(h2 & 1);
-  p.c[1].unit = static_cast<size_t>((static_cast<unsigned __int128>(h2) * units_per_node) >> 64);
+  p.c[1].unit = static_cast<size_t>((static_cast<unsigned __int128>(h2) * segment_units) >> 64);
   p.c[1].side = static_cast<int>((h2 >> 1) & 1);
   if (p.c[1] == p.c[0]) p.c[1].side ^= 1;
   p.start = static_cast<size_t>(h % kSlotsPerGroup);
+  p.dir = h2 >> 2;
   return p;
 }
 
 // What a scan of one window's slots says about one key. Slot indices are the
 // window's own, in [0, kSlotsPerWindow).
 struct Lookup {
-  enum Kind { kFound, kAbsent, kTorn };
+  // kStale: a state word of another epoch than the reader's directory says
+  // (the segment was split since; refresh the directory and retry).
+  enum Kind { kFound, kAbsent, kTorn, kStale };
   Kind kind = kAbsent;
   int slot = -1;            // kFound (and kTorn): the slot whose key word was the key
   int first_free = -1;      // the first empty slot in scan order, -1 when none was seen
@@ -271,7 +409,8 @@ inline constexpr size_t ScanSlot(int side, size_t start, size_t j) {
 // keys must verify on a miss.
 //
 // `verify` = false skips every checksum (writers under the lock; the
-// test-only mutant; never for readers in production).
+// test-only mutant; never for readers in production). A state word whose
+// epoch bits are not `epoch` ends the scan with kStale (see ScanWindows).
 // The miss path's check of the other occupied slots (bit i of `others`: slot
 // i): each read again in full, it must match its checksum and not hold `key`.
 // Out of line: hits never get here.
@@ -294,13 +433,17 @@ bool OthersValid(WordAt& word, uint64_t key, uint32_t others) {
 // a value copied with 16-byte loads from 8-byte stores stalls store forwarding.
 template <typename V, typename WordAt>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindow(WordAt&& word, uint64_t key, int side, size_t start,
-                                                      bool verify, uint64_t* found) {
+                                                      uint64_t epoch, bool verify, uint64_t* found) {
   using L = SlotLayout<V>;
   Lookup r;
   uint32_t others = 0;  // bit i: slot i was occupied by another key
   for (size_t j = 0; j < kSlotsPerWindow; ++j) {
     const size_t i = ScanSlot(side, start, j);
     const uint64_t state = word(i, L::kStateWord);
+    if ((state & kEpochMask) != epoch) {
+      r.kind = Lookup::kStale;
+      return r;
+    }
     if (!L::Occupied(state)) {
       if (r.first_free < 0) {
         r.first_free = static_cast<int>(i);
@@ -337,10 +480,19 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindow(WordAt&& word, uint64_t ke
 // scan reads every slot of both windows before it says "absent"); on a miss
 // the occupied slots of other keys are checked in both windows, as in
 // ScanWindow. `free_count` and `first_free` are not filled (readers).
+// Every state word looked at must carry epoch bits `epoch` (EpochBits of the
+// epoch the reader's directory gives the segment); the first that does not
+// ends the scan with kStale: the directory the reader used is stale, or the
+// segment is being split (`check_epoch` = false only in a test-only mutant).
+// Why this suffices: a split rewrites every slot of the old segment with the
+// next epoch only after the moved keys are in the new segment, and publishes
+// the directory only after that; so a key present throughout the scan is in
+// a slot that the scan sees at the expected epoch, or the scan sees a newer
+// epoch somewhere and retries (structures/README.md, "Growth").
 template <typename V, typename WordAt0, typename WordAt1>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&& word1, uint64_t key,
-                                                       const Placement& p, int windows, bool verify,
-                                                       uint64_t* found) {
+                                                       const Placement& p, int windows, uint64_t epoch,
+                                                       bool check_epoch, bool verify, uint64_t* found) {
   using L = SlotLayout<V>;
   Lookup r;
   uint32_t others[2] = {0, 0};  // per window, bit i: slot i was occupied by another key
@@ -350,6 +502,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&
   auto probe = [&](auto& word, int w, size_t step) ABSL_ATTRIBUTE_ALWAYS_INLINE {
     const size_t i = ScanSlot(p.c[w].side, p.start, step);
     const uint64_t state = word(i, L::kStateWord);
+    if (check_epoch && (state & kEpochMask) != epoch) {
+      r.kind = Lookup::kStale;
+      return true;
+    }
     if (!L::Occupied(state)) return false;
     if (word(i, L::kKeyWord) != key) {
       others[w] |= uint32_t{1} << i;
@@ -376,10 +532,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&
 // ScanWindow over a private copy of a window's slots (kWindowWords words, as
 // one RDMA READ delivered them).
 template <typename V>
-Lookup FindKey(const uint64_t* snap, uint64_t key, int side, size_t start, bool verify, uint64_t* found) {
+Lookup FindKey(const uint64_t* snap, uint64_t key, int side, size_t start, uint64_t epoch, bool verify,
+               uint64_t* found) {
   using L = SlotLayout<V>;
   return ScanWindow<V>([snap](size_t slot, size_t w) { return snap[slot * L::kWords + w]; }, key, side, start,
-                       verify, found);
+                       epoch, verify, found);
 }
 
 // Occupied slots among a snapshot's `slots` slots, or -1 when a slot is torn.

@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 
 #include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "structures/hash_map/layout.h"
 
@@ -27,10 +29,10 @@ namespace structures::hash_map_internal {
 // stable, `verify` = false.
 template <typename V>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFind(const Unit<V>& u, int side, uint64_t key, size_t start,
-                                                      bool verify, uint64_t* found) {
+                                                      uint64_t epoch, bool verify, uint64_t* found) {
   const auto* const slots = u.slots + SlotLayout<V>::WindowFirstSlot(side);
   return ScanWindow<V>([slots](size_t slot, size_t w) { return slots[slot].w[w].Load(std::memory_order_acquire); },
-                       key, side, start, verify, found);
+                       key, side, start, epoch, verify, found);
 }
 
 // A reader's search of the first `windows` windows of `p` in place
@@ -39,14 +41,64 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFind(const Unit<V>& u, int side
 // the first is scanned.
 template <typename V>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, const Placement& p, int windows,
-                                                          uint64_t key, bool verify, uint64_t* found) {
+                                                          uint64_t epoch, bool check_epoch, uint64_t key,
+                                                          bool verify, uint64_t* found) {
   const auto* const s0 = units[p.c[0].unit].slots + SlotLayout<V>::WindowFirstSlot(p.c[0].side);
   const auto* const s1 = units[p.c[1].unit].slots + SlotLayout<V>::WindowFirstSlot(p.c[1].side);
   __builtin_prefetch(s0 + ScanSlot(p.c[0].side, p.start, 0));
   if (windows > 1) __builtin_prefetch(s1 + ScanSlot(p.c[1].side, p.start, 0));
   return ScanWindows<V>([s0](size_t slot, size_t w) { return s0[slot].w[w].Load(std::memory_order_acquire); },
                         [s1](size_t slot, size_t w) { return s1[slot].w[w].Load(std::memory_order_acquire); },
-                        key, p, windows, verify, found);
+                        key, p, windows, epoch, check_epoch, verify, found);
+}
+
+// The directory entry for directory hash `dir`, read in place: a seqlock read
+// of the version, the global depth, the entry and the version again, retried
+// while a splitter is changing the directory (odd version, or a version that
+// moved). 8-byte atomic loads; a NIC splitter's WRITEs may land byte by byte,
+// which the seqlock covers (its WRITEs are ordered on one QP: version odd,
+// entries, depth, version even; rdma_path.h). DeadlineExceeded if the
+// directory stays odd for about a second (a splitter died mid-publish).
+inline absl::Status NativeDirLookup(const DirectoryHeader& h, const rdma::PlainWord* entries, int max_depth,
+                                    uint64_t dir, uint64_t* entry) {
+  for (int spin = 0;; ++spin) {
+    const uint64_t v1 = h.version.Load(std::memory_order_acquire);
+    if ((v1 & 1) == 0) {
+      const int d = std::min(static_cast<int>(h.depth.Load(std::memory_order_acquire) & 0xff), max_depth);
+      const uint64_t e = entries[dir & ((uint64_t{1} << d) - 1)].Load(std::memory_order_acquire);
+      if (ABSL_PREDICT_TRUE(h.version.Load(std::memory_order_acquire) == v1)) {
+        *entry = e;
+        return absl::OkStatus();
+      }
+    }
+    if (spin >= 16) std::this_thread::yield();
+    if (spin >= (1 << 20)) {
+      return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
+    }
+  }
+}
+
+// The directory as it is now, in place (the caller holds the directory lock,
+// so nothing changes it meanwhile).
+inline void NativeReadDirectory(const DirectoryHeader& h, const rdma::PlainWord* entries, DirectoryCopy* d) {
+  d->version = h.version.Load(std::memory_order_acquire);
+  d->depth = static_cast<int>(h.depth.Load(std::memory_order_acquire));
+  d->segments = static_cast<size_t>(h.segments.Load(std::memory_order_acquire));
+  d->entries.resize(size_t{1} << d->depth);
+  for (size_t i = 0; i < d->entries.size(); ++i) d->entries[i] = entries[i].Load(std::memory_order_acquire);
+}
+
+// Publishes a directory change (the caller holds the directory lock): the
+// version goes odd, entries [first, first + n) take `e`, the depth and
+// segment count change, the version goes even. Release stores, in that order
+// (a reader that sees an entry sees every store the splitter made before).
+inline void NativePublishDirectory(DirectoryHeader& h, rdma::PlainWord* entries, uint64_t old_version,
+                                   size_t first, const uint64_t* e, size_t n, int depth, size_t segments) {
+  h.version.Store(NextVersion(old_version), std::memory_order_release);
+  for (size_t i = 0; i < n; ++i) entries[first + i].Store(e[i], std::memory_order_release);
+  h.depth.Store(static_cast<uint64_t>(depth), std::memory_order_release);
+  h.segments.Store(segments, std::memory_order_release);
+  h.version.Store(NextVersion(NextVersion(old_version)), std::memory_order_release);
 }
 
 // Copies the unit's slots into `out` (SlotLayout<V>::kUnitSlotsWords words),
@@ -86,22 +138,72 @@ void NativeStoreSlot(Unit<V>& u, size_t slot, const uint64_t* words, bool key_un
 // return Status for the shared interface.
 template <typename V>
 class NativeUnits {
+  using L = SlotLayout<V>;
+
  public:
-  explicit NativeUnits(Unit<V>* units) : units_(units) {}
+  NativeUnits(Unit<V>* units, const Geometry& g)
+      : units_(units),
+        g_(g),
+        dir_(reinterpret_cast<DirectoryHeader*>(reinterpret_cast<char*>(units) + g.pool_units() * L::kUnitBytes)),
+        entries_(reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(dir_) + kDirEntriesOffset)) {}
+
+  // The directory entry for `dir` (NativeDirLookup: always the current one).
+  absl::Status DirLookup(uint64_t dir, uint64_t* entry) {
+    return NativeDirLookup(*dir_, entries_, g_.max_depth, dir, entry);
+  }
+  // Nothing cached natively: lookups read the directory in place.
+  absl::Status Refresh() { return absl::OkStatus(); }
+  // Under the directory lock: the whole directory.
+  absl::Status ReadDirectory(DirectoryCopy* d) {
+    NativeReadDirectory(*dir_, entries_, d);
+    return absl::OkStatus();
+  }
+  // Under the directory lock: publishes a change (NativePublishDirectory).
+  absl::Status PublishDirectory(uint64_t old_version, size_t first, const uint64_t* e, size_t n, int depth,
+                                size_t segments) {
+    NativePublishDirectory(*dir_, entries_, old_version, first, e, n, depth, segments);
+    return absl::OkStatus();
+  }
+  absl::Status SegmentsInUse(size_t* n) {
+    *n = static_cast<size_t>(dir_->segments.Load(std::memory_order_acquire));
+    return absl::OkStatus();
+  }
+  // Every slot of segment `seg`'s units into `out` (S * kUnitSlotsWords
+  // words). Under all of the segment's unit locks: the words are stable.
+  absl::Status ReadSegmentSlots(size_t seg, uint64_t* out) {
+    for (size_t u = 0; u < g_.segment_units; ++u) {
+      NativeSnapshot<V>(units_[seg * g_.segment_units + u], out + u * L::kUnitSlotsWords);
+    }
+    return absl::OkStatus();
+  }
+  // Stores every slot of segment `seg` from `in`, each slot in
+  // NativeStoreSlot's order (state first, checksum last), so a reader without
+  // the lock sees, per slot, the old epoch and tuple, the new epoch (stale:
+  // retry), or a mix whose checksum does not match (torn: retry).
+  absl::Status WriteSegmentSlots(size_t seg, const uint64_t* in) {
+    for (size_t u = 0; u < g_.segment_units; ++u) {
+      for (size_t s = 0; s < kSlotsPerUnit; ++s) {
+        NativeStoreSlot<V>(units_[seg * g_.segment_units + u], s, in + (u * kSlotsPerUnit + s) * L::kWords,
+                           /*key_unchanged=*/false);
+      }
+    }
+    return absl::OkStatus();
+  }
 
   // A reader's search of the first `windows` windows of `p` for `key`,
   // without the lock (NativeFindBoth).
-  absl::Status Find(const Placement& p, int windows, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
-    *l = NativeFindBoth<V>(units_, p, windows, key, verify, found);
+  absl::Status Find(const Placement& p, int windows, uint64_t epoch, bool check_epoch, uint64_t key, bool verify,
+                    uint64_t* found, Lookup* l) {
+    *l = NativeFindBoth<V>(units_, p, windows, epoch, check_epoch, key, verify, found);
     return absl::OkStatus();
   }
   // Nothing to fetch ahead natively: the windows are scanned in place.
   absl::Status FetchWindows(const Placement&, int) { return absl::OkStatus(); }
   // A lock holder's scan of window `which`: the slots are stable, no checksum
   // is needed. `fetched` is moot natively.
-  absl::Status FindUnderLock(const Placement& p, int which, bool /*fetched*/, uint64_t key, uint64_t* found,
-                             Lookup* l) {
-    *l = NativeFind<V>(units_[p.c[which].unit], p.c[which].side, key, p.start, /*verify=*/false, found);
+  absl::Status FindUnderLock(const Placement& p, int which, bool /*fetched*/, uint64_t epoch, uint64_t key,
+                             uint64_t* found, Lookup* l) {
+    *l = NativeFind<V>(units_[p.c[which].unit], p.c[which].side, key, p.start, epoch, /*verify=*/false, found);
     return absl::OkStatus();
   }
   // Every slot of unit `unit`, into `out` (SlotLayout<V>::kUnitSlotsWords).
@@ -117,6 +219,9 @@ class NativeUnits {
 
  private:
   Unit<V>* units_;
+  Geometry g_;
+  DirectoryHeader* dir_;
+  rdma::PlainWord* entries_;
 };
 
 }  // namespace structures::hash_map_internal

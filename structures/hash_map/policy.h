@@ -17,6 +17,15 @@ struct HashMapPolicy {
   // NIC writers release the lock of the unit they write only after their slot
   // WRITE (false: release first, then write).
   static constexpr bool kReleaseAfterRemoteWrite = true;
+  // Readers check the epoch of every state word they look at against their
+  // directory (false: they ignore a stale directory).
+  static constexpr bool kReadersCheckEpoch = true;
+  // A split publishes the new directory only after the moved entries have
+  // landed in the new segment and the old one is restamped (false: it formats
+  // the new segment, publishes, and only then copies the moved entries).
+  static constexpr bool kPublishAfterCopy = true;
+  // Called between a split's steps; tests widen the race windows with it.
+  static void AfterSplitStep() {}
 };
 
 }  // namespace structures

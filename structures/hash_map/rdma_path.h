@@ -7,7 +7,11 @@
 // the CPU); the unit locks' NIC atomics are ALock's business.
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "rdma/remote_ptr.h"
@@ -62,8 +66,107 @@ class RemoteUnits {
   using L = SlotLayout<V>;
 
  public:
-  RemoteUnits(rdma::Session& s, rdma::RemotePtr base, uint64_t* win0, uint64_t* win1)
-      : s_(s), base_(base), win_{win0, win1} {}
+  RemoteUnits(rdma::Session& s, rdma::RemotePtr base, uint64_t* win0, uint64_t* win1, const Geometry& g,
+              DirectoryCopy* cache)
+      : s_(s), base_(base), win_{win0, win1}, g_(g), cache_(cache), dir_(base + g.pool_units() * L::kUnitBytes) {}
+
+  // The directory entry for `dir` from the client's cached copy (no I/O).
+  // The copy may be stale; readers and writers notice by the epochs of the
+  // state words they look at (layout.h) and then Refresh.
+  absl::Status DirLookup(uint64_t dir, uint64_t* entry) {
+    *entry = cache_->Lookup(dir);
+    return absl::OkStatus();
+  }
+  // Re-reads the directory into the cache (ReadDirectory).
+  absl::Status Refresh() { return ReadDirectory(cache_); }
+  // A consistent copy of the directory: a seqlock read, in one doorbell, of
+  // the version, the depth and segment count, the first 2^guess entries and
+  // the version again (guess: the copy's depth). The responder executes a
+  // QP's READs in order, so the first version is read before and the second
+  // after the rest; the splitter's WRITEs land in the order version odd,
+  // entries, depth, version even (PublishDirectory). Equal even versions
+  // (only the lowest byte is ever non-zero, so no byte tearing) mean no
+  // publish overlapped. Retried while a publish is in progress; re-read with
+  // more entries if the depth grew. 1 round trip when the depth did not grow.
+  absl::Status ReadDirectory(DirectoryCopy* d) {
+    int guess = std::max(d->depth, g_.base_depth);
+    for (int attempt = 0;; ++attempt) {
+      uint64_t v1 = 0, v2 = 0, meta[2] = {0, 0};
+      buf_.resize(size_t{1} << guess);
+      rdma::Batch b(s_, base_.node());
+      b.Read(dir_ + offsetof(DirectoryHeader, version), &v1, 8);
+      b.Read(dir_ + offsetof(DirectoryHeader, depth), meta, 16);
+      b.Read(dir_ + kDirEntriesOffset, buf_.data(), 8 * buf_.size());
+      b.Read(dir_ + offsetof(DirectoryHeader, version), &v2, 8);
+      if (absl::Status st = b.Execute(); !st.ok()) return st;
+      const int depth = static_cast<int>(meta[0] & 0xff);
+      if ((v1 & 1) == 0 && v1 == v2 && depth <= g_.max_depth) {
+        if (depth <= guess) {
+          d->version = v1;
+          d->depth = depth;
+          d->segments = static_cast<size_t>(meta[1]);
+          d->entries.assign(buf_.begin(), buf_.begin() + (ptrdiff_t{1} << depth));
+          return absl::OkStatus();
+        }
+        guess = depth;
+        continue;
+      }
+      if (attempt >= 4) std::this_thread::yield();
+      if (attempt >= (1 << 16)) {
+        return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
+      }
+    }
+  }
+  // Under the directory lock: publishes a change in one doorbell: version
+  // odd, entries [first, first + n), depth and segments, version even. The
+  // QP executes them in that order (the seqlock readers rely on it); waited.
+  absl::Status PublishDirectory(uint64_t old_version, size_t first, const uint64_t* e, size_t n, int depth,
+                                size_t segments) {
+    const uint64_t meta[2] = {static_cast<uint64_t>(depth), segments};
+    rdma::Batch b(s_, base_.node());
+    b.Write64(dir_ + offsetof(DirectoryHeader, version), NextVersion(old_version));
+    if (n > 0) b.Write(dir_ + kDirEntriesOffset + 8 * first, e, 8 * n);
+    b.Write(dir_ + offsetof(DirectoryHeader, depth), meta, 16);
+    b.Write64(dir_ + offsetof(DirectoryHeader, version), NextVersion(NextVersion(old_version)));
+    return b.Execute();
+  }
+  absl::Status SegmentsInUse(size_t* n) {
+    uint64_t v = 0;
+    if (absl::Status st = s_.Read(dir_ + offsetof(DirectoryHeader, segments), &v, 8); !st.ok()) return st;
+    *n = static_cast<size_t>(v);
+    return absl::OkStatus();
+  }
+  // Every slot of segment `seg` into `out` (S * kUnitSlotsWords words): one
+  // READ of its units (lock lines are read and dropped). Under all of the
+  // segment's unit locks, so the copy is whole.
+  absl::Status ReadSegmentSlots(size_t seg, uint64_t* out) {
+    const size_t words_per_unit = L::kUnitBytes / 8;
+    buf_.resize(g_.segment_units * words_per_unit);
+    if (absl::Status st = s_.Read(UnitPtr<V>(base_, seg * g_.segment_units), buf_.data(), 8 * buf_.size());
+        !st.ok()) {
+      return st;
+    }
+    for (size_t u = 0; u < g_.segment_units; ++u) {
+      std::memcpy(out + u * L::kUnitSlotsWords, buf_.data() + u * words_per_unit + L::kSlotsOffset / 8,
+                  L::kUnitSlotsBytes);
+    }
+    return absl::OkStatus();
+  }
+  // Writes every slot of segment `seg` from `in`: one WRITE per unit (its
+  // slots, not its lock line), up to 64 per doorbell, each doorbell waited,
+  // so everything has landed when this returns.
+  absl::Status WriteSegmentSlots(size_t seg, const uint64_t* in) {
+    constexpr size_t kPerDoorbell = 64;
+    for (size_t u0 = 0; u0 < g_.segment_units; u0 += kPerDoorbell) {
+      rdma::Batch b(s_, base_.node());
+      for (size_t u = u0; u < std::min(g_.segment_units, u0 + kPerDoorbell); ++u) {
+        b.Write(UnitPtr<V>(base_, seg * g_.segment_units + u) + L::kSlotsOffset, in + u * L::kUnitSlotsWords,
+                L::kUnitSlotsBytes);
+      }
+      if (absl::Status st = b.Execute(); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
 
   // READs the first `n` (1 or 2) windows of `p`, each with its own READ, all
   // in one doorbell: one round trip, n NIC ops. The NIC copies 8-byte words
@@ -78,12 +181,13 @@ class RemoteUnits {
   }
   // Searches the copies of the first `windows` windows that FetchWindows
   // made (ScanWindows).
-  absl::Status Find(const Placement& p, int windows, uint64_t key, bool verify, uint64_t* found, Lookup* l) {
+  absl::Status Find(const Placement& p, int windows, uint64_t epoch, bool check_epoch, uint64_t key, bool verify,
+                    uint64_t* found, Lookup* l) {
     const uint64_t* w0 = win_[0];
     const uint64_t* w1 = win_[1];
     *l = ScanWindows<V>([w0](size_t slot, size_t x) { return w0[slot * L::kWords + x]; },
-                        [w1](size_t slot, size_t x) { return w1[slot * L::kWords + x]; }, key, p, windows, verify,
-                        found);
+                        [w1](size_t slot, size_t x) { return w1[slot * L::kWords + x]; }, key, p, windows, epoch,
+                        check_epoch, verify, found);
     return absl::OkStatus();
   }
   // What a unit lock's acquire may READ in its own chain (ALock's
@@ -95,8 +199,8 @@ class RemoteUnits {
   // acquire already did (`fetched`), then scans it. The copy must be whole
   // (every slot matches its checksum): a torn one means a writer bypassed the
   // lock, reported as kTorn.
-  absl::Status FindUnderLock(const Placement& p, int which, bool fetched, uint64_t key, uint64_t* found,
-                             Lookup* l) {
+  absl::Status FindUnderLock(const Placement& p, int which, bool fetched, uint64_t epoch, uint64_t key,
+                             uint64_t* found, Lookup* l) {
     if (!fetched) {
       if (absl::Status st = s_.Read(WindowPtr<V>(base_, p.c[which]), win_[which], L::kWindowBytes); !st.ok()) {
         return st;
@@ -106,7 +210,7 @@ class RemoteUnits {
       l->kind = Lookup::kTorn;
       return absl::OkStatus();
     }
-    *l = FindKey<V>(win_[which], key, p.c[which].side, p.start, /*verify=*/false, found);
+    *l = FindKey<V>(win_[which], key, p.c[which].side, p.start, epoch, /*verify=*/false, found);
     return absl::OkStatus();
   }
   // Every slot of unit `unit`, into `out` (kUnitSlotsWords): one READ.
@@ -124,6 +228,10 @@ class RemoteUnits {
   rdma::Session& s_;
   rdma::RemotePtr base_;
   uint64_t* win_[2];
+  Geometry g_;
+  DirectoryCopy* cache_;
+  rdma::RemotePtr dir_;
+  std::vector<uint64_t> buf_;  // directory and segment copies
 };
 
 }  // namespace structures::hash_map_internal

@@ -43,6 +43,12 @@ HashMapOptions Groups(size_t n) {
   o.groups_per_node = n;
   return o;
 }
+// A map that never grows: full windows are ResourceExhausted.
+HashMapOptions NoGrowth(size_t n) {
+  HashMapOptions o = Groups(n);
+  o.max_groups_per_node = n;
+  return o;
+}
 
 
 // `n` distinct keys whose home is (or is not, when `home_is` is false) `node`.
@@ -195,14 +201,15 @@ TEST_P(HashMapTest, ValueSizesRoundTrip) {
   }
 }
 
-// Filling one unit: the key that does not fit gets ResourceExhausted, and
-// everything stored before stays readable and writable, on both NIC and CPU.
+// Filling one unit of a map that may not grow: the key that does not fit gets
+// ResourceExhausted, and everything stored before stays readable and
+// writable, on both NIC and CPU.
 TEST_P(HashMapTest, FullUnitIsResourceExhaustedAndLosesNothing) {
   Env e = MakeEnv(GetParam(), 2);
   ASSERT_NE(e.session, nullptr);
   // One unit per node: every key of a node has the unit's two sides as its
   // windows, so it may go to any of the unit's 24 slots.
-  auto map = HashMap<uint64_t>::Create(*e.cluster, Groups(1));
+  auto map = HashMap<uint64_t>::Create(*e.cluster, NoGrowth(1));
   ASSERT_TRUE(map.ok());
   constexpr size_t kSlots = HashMap<uint64_t>::kSlotsPerUnit;
   EXPECT_EQ(map->capacity(), 2 * kSlots);
@@ -241,6 +248,98 @@ TEST_P(HashMapTest, FullUnitIsResourceExhaustedAndLosesNothing) {
   }
 }
 
+// Growth: a map created with 2 units per node takes 10 times its initial
+// capacity, written on every path (native and loopback from node 0's client,
+// remote from node 1's), by splitting segments; every key stays readable on
+// every path, including by a client whose directory copy is from before all
+// the splits; Size counts every key once.
+TEST_P(HashMapTest, GrowsTenfoldAndEveryKeyStaysReadable) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  HashMapOptions o = Groups(6);      // 2 units per node: one segment of 2 units
+  o.max_groups_per_node = 6 * 32;    // room for 32 segments per node
+  auto map = HashMap<uint64_t>::Create(*e.cluster, o);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->units_per_node(), 2u);
+  auto s1 = e.cluster->NewSession(1);
+  ASSERT_TRUE(s1.ok());
+  auto c0 = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c1 = map->NewClient(e.cluster->node(1), s1->get());
+  auto stale = map->NewClient(e.cluster->node(1), s1->get());  // reads only after all the growth
+  ASSERT_TRUE(c0.ok() && c1.ok() && stale.ok());
+  const size_t n = 10 * map->capacity();
+  std::vector<uint64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = 1000003 * (i + 1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t k = keys[i];
+    absl::StatusOr<std::optional<uint64_t>> r;
+    if (map->HomeOf(k) == 0) {
+      r = (*c0)->Put(k, k + 1, i % 2 ? Path::kLoopback : Path::kAuto);
+    } else {
+      r = i % 2 ? (*c1)->Put(k, k + 1) : (*c0)->Put(k, k + 1);  // native or remote
+    }
+    ASSERT_TRUE(r.ok()) << r.status() << " key " << i << " of " << n;
+    ASSERT_EQ(*r, std::nullopt);
+  }
+  EXPECT_GT((*c0)->growth_stats().splits + (*c1)->growth_stats().splits, 10u);
+  for (const uint64_t k : keys) {
+    const std::optional<uint64_t> want = k + 1;
+    ASSERT_EQ(*(*stale)->Get(k, map->HomeOf(k) == 1 ? Path::kAuto : Path::kRemote), want) << k;
+    ASSERT_EQ(*(*c0)->Get(k, map->HomeOf(k) == 0 ? Path::kLoopback : Path::kAuto), want) << k;
+    ASSERT_EQ(*(*c1)->Get(k), want) << k;
+  }
+  EXPECT_GT((*stale)->growth_stats().refreshes, 0u);
+  EXPECT_EQ(*(*c0)->Size(0) + *(*c0)->Size(1), n);
+  EXPECT_EQ(*(*stale)->Size(0) + *(*stale)->Size(1), n);
+  // Erase half (every path), overwrite the rest; the model still holds.
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t k = keys[i];
+    auto& c = i % 3 == 0 ? *c0 : *c1;
+    if (i % 2) {
+      ASSERT_EQ(*c->Erase(k), std::optional<uint64_t>(k + 1));
+    } else {
+      ASSERT_EQ(*c->Put(k, k + 2), std::optional<uint64_t>(k + 1));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const std::optional<uint64_t> want = i % 2 ? std::nullopt : std::optional<uint64_t>(keys[i] + 2);
+    ASSERT_EQ(*(*stale)->Get(keys[i]), want);
+  }
+}
+
+// When the pool is used up, a put that needs a split is ResourceExhausted,
+// says how to raise the limit, and loses nothing.
+TEST_P(HashMapTest, GrowthStopsAtTheReservedPool) {
+  Env e = MakeEnv(GetParam(), 1);
+  ASSERT_NE(e.session, nullptr);
+  HashMapOptions o = Groups(3);    // 1 unit
+  o.max_groups_per_node = 3 * 4;   // 4 segments of 1 unit
+  auto map = HashMap<uint64_t>::Create(*e.cluster, o);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->max_capacity(), 4 * map->capacity());
+  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(c.ok());
+  std::vector<uint64_t> stored;
+  absl::Status full;
+  for (uint64_t k = 1; k < 1000; ++k) {
+    auto r = (*c)->Put(k, k, k % 2 ? Path::kLoopback : Path::kAuto);
+    if (!r.ok()) {
+      full = r.status();
+      break;
+    }
+    stored.push_back(k);
+  }
+  ASSERT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("max_groups_per_node"), std::string::npos) << full;
+  EXPECT_GT(stored.size(), map->capacity());
+  EXPECT_LE(stored.size(), map->max_capacity());
+  for (uint64_t k : stored) {
+    ASSERT_EQ(*(*c)->Get(k), std::optional<uint64_t>(k));
+    ASSERT_EQ(*(*c)->Get(k, Path::kLoopback), std::optional<uint64_t>(k));
+  }
+  EXPECT_EQ(*(*c)->Size(0), stored.size());
+}
+
 TEST_P(HashMapTest, BadInput) {
   Env e = MakeEnv(GetParam(), 2);
   ASSERT_NE(e.session, nullptr);
@@ -256,9 +355,15 @@ TEST_P(HashMapTest, BadInput) {
   rdma::Node* const null_node[] = {nullptr};
   EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, null_node, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  // A part larger than the arena.
+  // A part larger than the arena (growth reservation included).
   EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, Groups(size_t{1} << 20)).status().code(),
             absl::StatusCode::kResourceExhausted);
+  HashMapOptions big_pool = Groups(64);
+  big_pool.max_groups_per_node = size_t{1} << 20;
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, big_pool).status().code(), absl::StatusCode::kResourceExhausted);
+  HashMapOptions shrink = Groups(64);
+  shrink.max_groups_per_node = 32;  // below groups_per_node
+  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, shrink).status().code(), absl::StatusCode::kInvalidArgument);
 
   auto map = HashMap<uint64_t>::Create(*e.cluster, Groups(4));
   ASSERT_TRUE(map.ok());
