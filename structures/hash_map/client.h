@@ -203,6 +203,16 @@ class HashMapClient {
     return total;
   }
 
+  // Segments in use on `node` (each geometry().segment_units units): how far
+  // its part has grown.
+  absl::StatusOr<size_t> SegmentsInUse(rdma::NodeId node) {
+    Op op;
+    RETURN_IF_ERROR(c_.RouteTo(node, Path::kAuto, &op.route));
+    size_t segments = 0;
+    RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) { return units.SegmentsInUse(&segments); }));
+    return segments;
+  }
+
   rdma::NodeId node() const { return c_.node().id(); }
   const ReadStats& read_stats() const { return c_.stats(); }
   const GrowthStats& growth_stats() const { return growth_; }

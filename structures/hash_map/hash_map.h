@@ -181,7 +181,7 @@ class HashMap {
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
     // A splitter holds the directory lock and every unit lock of a segment.
     locks::ClientOptions lock_options = StructureClient::TwoLocks();
-    lock_options.max_held = std::max<size_t>(2, g_.segment_units + 1);
+    if (g_.can_grow()) lock_options.max_held = std::max<size_t>(2, g_.segment_units + 1);
     absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, lock_options);
     if (!common.ok()) return common.status();
     return std::make_unique<Client>(std::move(*common), g_);

@@ -264,10 +264,18 @@ inline int CeilLog2(size_t n) {
 
 // The geometry for `groups` initial groups and room to grow to `max_groups`
 // (>= groups). S is at least kMinSegmentUnits (or all units, when fewer),
-// and the initial units round up by less than one unit per segment.
+// and the initial units round up by less than one unit per segment. Without
+// room to grow, the part is one segment.
 inline Geometry GeometryFor(size_t groups, size_t max_groups) {
   const size_t units = UnitsFor(groups);
   Geometry g;
+  if (UnitsFor(max_groups) <= units) {
+    // A map that never grows needs no segments: one segment of every unit
+    // gives each key two choices over the whole part, which fills fullest
+    // before a first full window (structures/README.md, Capacity).
+    g.segment_units = units;
+    return g;
+  }
   int d = 0;
   while (d < kMaxBaseDepth && (units >> (d + 1)) >= kMinSegmentUnits) ++d;
   g.base_depth = d;

@@ -82,5 +82,66 @@ TEST(HashMapCapacityTest, LoadFactorAtFirstFullWindows) {
   }
 }
 
+// A map that grows: how full its part is when the first segment splits, and
+// how full it is (entries / slots of the segments in use) at every half
+// initial capacity from 2x to 8x the initial capacity inserted. A segment
+// splits when a key finds both its windows full, which in a segment of 16-32
+// units comes a little earlier than in a whole part (the first of many small
+// tables to fill), and a split leaves two half-full segments: as in any
+// extendible hashing, the load then moves in waves between about half and the
+// split load as the segments fill at about the same rate.
+TEST(HashMapCapacityTest, GrowingMapLoad) {
+  auto cluster = rdma::testing::MakeCluster("soft", 1, 256 << 20);
+  ASSERT_NE(cluster, nullptr);
+  std::printf("groups  initial slots  segments x units  load at first split (mean of 3)  load from 2x to 8x inserted (min / mean / max)\n");
+  for (size_t groups : {256, 4096}) {
+    double first = 0, lo = 1, hi = 0, sum = 0;
+    int samples = 0;
+    const int kSeeds = 3;
+    size_t segs0 = 0, seg_units = 0;
+    for (int s = 0; s < kSeeds; ++s) {
+      HashMapOptions o;
+      o.groups_per_node = groups;
+      o.max_groups_per_node = 16 * groups;
+      auto map = HashMap<uint64_t>::Create(*cluster, o);
+      ASSERT_TRUE(map.ok()) << map.status();
+      segs0 = map->geometry().initial_segments();
+      seg_units = map->geometry().segment_units;
+      const size_t segment_slots = seg_units * HashMap<uint64_t>::kSlotsPerUnit;
+      auto c = map->NewClient(cluster->node(0), nullptr);
+      ASSERT_TRUE(c.ok()) << c.status();
+      std::mt19937_64 rng(2000 + s);
+      size_t stored = 0;
+      bool split_seen = false;
+      const size_t half = map->capacity() / 2;
+      while (stored < 8 * map->capacity()) {
+        auto r = (*c)->Insert(rng(), 1);
+        ASSERT_TRUE(r.ok()) << r.status();
+        if (!split_seen && (*c)->growth_stats().splits > 0) {
+          split_seen = true;
+          first += static_cast<double>(stored) / map->capacity();
+        }
+        if (!*r) continue;
+        ++stored;
+        if (stored >= 4 * half && stored % half == 0) {
+          const double load = static_cast<double>(stored) / (*(*c)->SegmentsInUse(0) * segment_slots);
+          lo = std::min(lo, load);
+          hi = std::max(hi, load);
+          sum += load;
+          ++samples;
+        }
+      }
+      EXPECT_EQ(*(*c)->Size(0), stored);
+    }
+    std::printf("%6zu %14zu  %8zu x %-6zu  %.3f                            %.3f / %.3f / %.3f\n", groups,
+                segs0 * seg_units * HashMap<uint64_t>::kSlotsPerUnit, segs0, seg_units, first / kSeeds, lo,
+                sum / samples, hi);
+    EXPECT_GE(first / kSeeds, 0.8) << groups;
+    EXPECT_GE(lo, 0.45) << groups;
+    EXPECT_GE(sum / samples, 0.6) << groups;
+    EXPECT_LE(hi, 1.0) << groups;
+  }
+}
+
 }  // namespace
 }  // namespace structures
