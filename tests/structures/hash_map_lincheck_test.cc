@@ -80,6 +80,38 @@ TEST_P(HashMapLincheckTest, UniformMixedPaths) {
 
 TEST_P(HashMapLincheckTest, NativeWritersRemoteReaders) { RunAndCheck(NativeWritersRemoteReaders(13)); }
 
+// Growth: each node's part starts as one segment of one unit (24 slots) with
+// room for 64; 80 keys per node, 4 of them hot, so the map splits several
+// times per node while native, loopback and remote workers read and write
+// the same keys (hot ones contended, cold ones inserted, erased and
+// re-inserted across the splits).
+StressConfig GrowthConfig(const std::string& backend, uint64_t seed) {
+  StressConfig c;
+  c.backend = backend;
+  c.nodes = 3;
+  c.workers = MixedPathWorkers(c.backend);
+  c.ops_per_worker = c.backend == "soft" ? 3000 : 600;
+  c.duration = std::chrono::milliseconds(c.backend == "soft" ? 4000 : 15000);
+  c.seed = seed;
+  c.groups_per_node = 3;
+  c.max_groups_per_node = 3 * 64;
+  c.num_keys = 240;
+  c.hot_keys = 4;
+  c.hot_percent = 50;
+  c.put_percent = 40;
+  c.insert_percent = 15;
+  c.erase_percent = 10;
+  return c;
+}
+
+TEST_P(HashMapLincheckTest, GrowingMapMixedPaths) {
+  const StressResult r = ExpectLinearizable<HashMap<StressValue, HashMapPolicy>>(
+      GrowthConfig(GetParam(), 14), HashMapModel(), absl::Seconds(20), "");
+  std::printf("%llu splits, %llu operations met a split and retried\n", static_cast<unsigned long long>(r.splits),
+              static_cast<unsigned long long>(r.stale));
+  EXPECT_GE(r.splits, 6u);  // at least two per node
+}
+
 // The same workloads with the soft NIC copying READ/WRITE payloads a byte at a
 // time (SoftDeviceOptions::byte_granular_copies), as Soft-RoCE does: every
 // slot word an optimistic remote or loopback reader fetches can itself be
@@ -108,6 +140,18 @@ TEST_P(HashMapLincheckByteCopiesTest, NativeWritersRemoteReaders) {
   c.slow_copy_node = 0;
   c.slow_copy = std::chrono::microseconds(20);
   RunAndCheck(c);
+}
+
+TEST_P(HashMapLincheckByteCopiesTest, GrowingMapMixedPaths) {
+  StressConfig c = GrowthConfig(GetParam(), 24);
+  c.byte_granular_copies = true;
+  c.slow_copy_node = 0;
+  c.slow_copy = std::chrono::microseconds(10);
+  const StressResult r =
+      ExpectLinearizable<HashMap<StressValue, HashMapPolicy>>(c, HashMapModel(), absl::Seconds(20), "");
+  std::printf("%llu splits, %llu operations met a split and retried\n", static_cast<unsigned long long>(r.splits),
+              static_cast<unsigned long long>(r.stale));
+  EXPECT_GE(r.splits, 6u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HashMapLincheckTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),

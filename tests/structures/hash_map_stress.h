@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,14 +23,16 @@ struct MapStressTraits<HashMap<StressValue, Policy>> {
   static absl::StatusOr<Map> Create(rdma::Cluster& cluster, const StressConfig& cfg) {
     HashMapOptions mo;
     mo.groups_per_node = cfg.groups_per_node;
+    mo.max_groups_per_node = cfg.max_groups_per_node == 0 ? cfg.groups_per_node : cfg.max_groups_per_node;
     return Map::Create(cluster, mo);
   }
-  // Deterministic, and no put can find both windows full: each unit is a
-  // candidate of at most kSlotsPerWindow keys, so neither of its 16-slot
-  // windows can fill up (a window holds only keys that have its unit as a
-  // candidate).
+  // Deterministic. Without room to grow no put can find both windows full:
+  // each unit is a candidate of at most kSlotsPerWindow keys, so neither of
+  // its 16-slot windows can fill up (a window holds only keys that have its
+  // unit as a candidate). With room to grow, any keys: full windows split.
   static std::vector<uint64_t> Keys(const Map& map, const StressConfig& cfg) {
-    const size_t per_unit = hash_map_internal::kSlotsPerWindow;
+    const bool grows = cfg.max_groups_per_node > cfg.groups_per_node;
+    const size_t per_unit = grows ? SIZE_MAX : hash_map_internal::kSlotsPerWindow;
     std::vector<uint64_t> keys;
     std::vector<size_t> per(cfg.nodes * map.units_per_node(), 0);
     for (uint64_t k = 1; keys.size() < static_cast<size_t>(cfg.num_keys) && k < 1000000; ++k) {

@@ -57,6 +57,9 @@ struct StressConfig {
   // Hash map: 8-slot groups per node (whole units of three; the keys are
   // chosen so that no put finds both of its windows full).
   size_t groups_per_node = 4;
+  // Hash map: room to grow, in groups per node (0: none). With room, keys are
+  // not capped per unit: full windows split segments while the workers run.
+  size_t max_groups_per_node = 0;
   // Ordered map: split keys (empty: the map's default) and part size.
   std::vector<uint64_t> split_keys;
   uint64_t part_bytes = 1 << 20;
@@ -103,6 +106,8 @@ struct StressResult {
   std::string first_error;
   uint64_t torn_reads = 0;    // summed ReadStats
   uint64_t locked_reads = 0;
+  uint64_t splits = 0;  // hash map: segments split by the workers
+  uint64_t stale = 0;   // hash map: operations that met a split and retried
 };
 
 // The linearizability tests' usual mix on 3 nodes: two native workers on node
@@ -172,7 +177,7 @@ StressResult RunMapStress(const StressConfig& cfg) {
   lincheck::Recorder recorder;
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  std::atomic<uint64_t> ops{0}, errors{0}, data_loss{0}, torn{0}, locked{0};
+  std::atomic<uint64_t> ops{0}, errors{0}, data_loss{0}, torn{0}, locked{0}, splits{0}, stale{0};
   std::mutex err_mu;  // guards result.first_error
   const auto deadline_len = cfg.duration;
 
@@ -278,6 +283,10 @@ StressResult RunMapStress(const StressConfig& cfg) {
     }
     torn.fetch_add(client->read_stats().torn_reads);
     locked.fetch_add(client->read_stats().locked_reads);
+    if constexpr (requires { client->growth_stats(); }) {
+      splits.fetch_add(client->growth_stats().splits);
+      stale.fetch_add(client->growth_stats().stale);
+    }
     client.reset();
     if (session.ok()) session->reset();
   };
@@ -295,6 +304,8 @@ StressResult RunMapStress(const StressConfig& cfg) {
   result.data_loss = data_loss.load();
   result.torn_reads = torn.load();
   result.locked_reads = locked.load();
+  result.splits = splits.load();
+  result.stale = stale.load();
   return result;
 }
 
