@@ -95,6 +95,44 @@ TEST(HashMapMutantTest, FirstWindowOnlyReaderIsCaught) {
   EXPECT_TRUE(Caught<MutantFirstWindowOnlyPolicy>(SecondWindowConfig(), "first-window-only"));
 }
 
+// Growth: every key on node 0, whose part starts as one segment of one unit
+// and splits about three times during the run; native readers and writers
+// there (they follow the directory in place), a loopback writer, a remote
+// writer and a remote reader (which follow their cached copies).
+StressConfig GrowthConfig() {
+  StressConfig c;
+  c.nodes = 3;
+  c.home = 0;
+  c.num_keys = 80;
+  c.hot_keys = 0;
+  c.groups_per_node = 3;
+  c.max_groups_per_node = 3 * 64;
+  c.put_percent = 40;
+  c.insert_percent = 15;
+  c.erase_percent = 5;
+  const auto think = std::chrono::microseconds(20);
+  c.workers = {{0, Path::kAuto, StressWorker::kMixed, think},
+               {0, Path::kAuto, StressWorker::kReader, think},
+               {0, Path::kLoopback, StressWorker::kMixed},
+               {1, Path::kAuto, StressWorker::kMixed},
+               {2, Path::kAuto, StressWorker::kReader}};
+  c.ops_per_worker = 1500;
+  c.duration = std::chrono::milliseconds(2000);
+  return c;
+}
+
+TEST(HashMapMutantTest, StaleDirectoryReaderIsCaught) {
+  EXPECT_GT(ExpectControlPasses(GrowthConfig()).splits, 0u);
+  EXPECT_TRUE(Caught<MutantStaleDirectoryReaderPolicy>(GrowthConfig(), "stale-directory-reader"));
+}
+
+TEST(HashMapMutantTest, PublishBeforeCopyIsCaught) {
+  const StressResult control =
+      testing::ExpectControlPasses<HashMap<StressValue, SlowSplitPolicy>>(GrowthConfig(), HashMapModel());
+  EXPECT_GT(control.splits, 0u);
+  EXPECT_TRUE(Caught<MutantPublishBeforeCopyPolicy>(GrowthConfig(), "publish-before-copy"));
+}
+
 // The same three mutants with every NIC copying byte by byte (Soft-RoCE's
 // torn 8-byte words, SoftDeviceOptions::byte_granular_copies): the map's
 // defences must still be what catches them (the controls pass in this mode

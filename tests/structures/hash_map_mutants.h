@@ -6,6 +6,9 @@
 // structures::HashMapPolicy flipped. tests/structures/hash_map_mutant_test.cc
 // shows the linearizability stress catches each one.
 
+#include <chrono>
+#include <thread>
+
 #include "structures/hash_map/policy.h"
 
 namespace structures::testing {
@@ -32,6 +35,27 @@ struct MutantNativeNoLockPolicy : HashMapPolicy {
 // holder reads the old slot, and the late WRITE then overwrites its update.
 struct MutantEarlyReleasePolicy : HashMapPolicy {
   static constexpr bool kReleaseAfterRemoteWrite = false;
+};
+
+// (e) Readers ignore a stale directory (no epoch check): a NIC reader whose
+// cached directory predates a split reads the old segment, from which the
+// split moved half the keys: present keys read as absent.
+struct MutantStaleDirectoryReaderPolicy : HashMapPolicy {
+  static constexpr bool kReadersCheckEpoch = false;
+};
+
+// Splits that pause between their steps (widens the windows the split's
+// order protects); the control for (f).
+struct SlowSplitPolicy : HashMapPolicy {
+  static void AfterSplitStep() { std::this_thread::sleep_for(std::chrono::microseconds(500)); }
+};
+
+// (f) A split publishes the new directory before the moved entries land in
+// the new segment (it formats it empty first): readers that follow the new
+// directory miss the moved keys, and writers' updates there are overwritten
+// by the late copy.
+struct MutantPublishBeforeCopyPolicy : SlowSplitPolicy {
+  static constexpr bool kPublishAfterCopy = false;
 };
 
 }  // namespace structures::testing
