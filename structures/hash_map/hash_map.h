@@ -18,14 +18,18 @@
 // The map owns the parts it created and frees them when destroyed: destroy it
 // after its clients and before its nodes. It is move-only.
 //
-// Placement (docs/design.md §9.2): a node's part is a run of units, each a
-// lock line and three 8-slot groups [main 0][overflow][main 1]. A fixed
-// 64-bit mixer of the key picks its home node (HomeOf) and two candidate
-// windows there (CandidatesOf): a window is one side of a unit, its main
-// group plus the unit's shared overflow group, 16 contiguous slots. A key is
-// in one slot of one of its windows while present and never moves. This is
-// what lets the map fill to a load of about 0.9 before the first
-// ResourceExhausted (structures/README.md, Capacity). Deterministic across
+// Placement (docs/design.md §9.2): a node's part is a pool of segments of S
+// units and a directory; a unit is a lock line and three 8-slot groups
+// [main 0][overflow][main 1]. A fixed 64-bit mixer of the key picks its home
+// node (HomeOf), its segment through the home node's directory, and two
+// candidate windows in that segment: a window is one side of a unit, its
+// main group plus the unit's shared overflow group, 16 contiguous slots. A
+// key is in one slot of one of its windows while present and moves only when
+// a split moves it to the same slot of a new segment. Two choices over shared
+// overflow groups fill a segment to about 0.9 before a key finds both windows
+// full (structures/README.md, Capacity); then the segment splits (extendible
+// hashing): the map grows while every client keeps working, and clients
+// learn the new layout from the directory alone. Deterministic across
 // processes.
 //
 // Paths (chosen per operation from rdma::Path, rdma/path.h):
@@ -37,6 +41,14 @@
 //   remote    the key lives on another node: one-sided RDMA.
 //
 // Concurrency (invariants in layout.h; the proof in structures/README.md):
+//   * Growth: a write that finds both windows of a new key full splits the
+//     key's segment X: under the node's directory lock and every unit lock of
+//     X it copies the keys of X whose hash has the next directory bit set to
+//     the same slots of a fresh segment Y, rewrites X's slots with the next
+//     epoch (moved ones empty), then publishes the directory (a seqlock).
+//     Every slot's state word carries its segment's epoch, so a reader or
+//     writer whose directory (native: read in place; NIC: a cached copy) is
+//     stale sees another epoch and retries with a fresh directory.
 //   * Writers (Put, Insert, Erase) hold the ALock lines of both candidate
 //     units (taken in unit order; one lock when the windows share a unit).
 //     Under them they scan both windows (natively: CPU loads in place), and
@@ -53,9 +65,11 @@
 //     readers never starve and never fail because of contention.
 //
 // Costs (uncontended, asserted by tests/structures/hash_map_test.cc):
-//   native Get/Put/Insert/Erase:   0 NIC ops. A Get scans the first window
-//                                  in place from the key's start slot: usually
-//                                  one slot loaded and one slot checksum.
+//   native Get/Put/Insert/Erase:   0 NIC ops, also while other segments
+//                                  split (and splits by native writers). A Get
+//                                  looks the segment up in place, then scans
+//                                  from the key's start slot: usually one slot
+//                                  loaded and one slot checksum.
 //   remote/loopback Get, Contains: 2 NIC ops (one READ per window, in one
 //                                  doorbell), 1 round trip, hit or miss.
 //   remote/loopback Put/Insert/Erase that writes, windows in two units, slot
@@ -67,16 +81,24 @@
 //     slots are not inlined: the WRITE is waited for, one round trip more.
 //   one that does not write (Insert of a present key, Erase of an absent one):
 //     the same without the WRITE (8 NIC ops, 4 round trips).
+//   an operation whose cached directory is stale: + 1 round trip to re-read
+//     the directory (seqlock: 4 READs in one doorbell) + the operation again.
+//   a split (remote): the directory lock, S unit locks (1 RT each), READs of
+//     the directory and the segment, WRITEs of two segments and the
+//     directory (1 RT each), S + 1 unlocks; about 2S + 6 round trips,
+//     amortized over the ~S * 10 inserts that fill a half-full segment.
 //
-// Capacity is fixed at creation: nodes * units * 24 slots (groups_per_node
-// rounded up to whole units of three groups), but a key can only go to its
-// two windows, so Put/Insert fail with ResourceExhausted when both are full
-// (nothing already stored is affected); with random keys the first such
-// failure comes at a load of about 0.9. See structures/README.md for how to
-// size groups_per_node.
+// Capacity: nodes * units * 24 slots at creation (groups_per_node rounded up
+// to whole units of three groups and whole segments), growing to
+// max_groups_per_node (default 4 x groups_per_node; its memory is reserved
+// in the arena at creation). Put/Insert fail with ResourceExhausted only when
+// a key's windows are full and its segment cannot split (the pool is used
+// up, or growth is off: max_groups_per_node == groups_per_node); nothing
+// already stored is affected. A map without room to grow is one segment and
+// says full first at a load of about 0.9. See structures/README.md.
 //
 // Errors (absl::Status): InvalidArgument for a node id out of range, a bad
-// option, a Session of another node, a path that cannot be honoured (kNative
+// option (max_groups_per_node below groups_per_node), a Session of another node, a path that cannot be honoured (kNative
 // for another node's key, kRemote for one's own); FailedPrecondition when the client's own
 // node is shut down or a NIC path is needed and the client has no Session;
 // Unavailable when the key's home node is known to be shut down (in-process

@@ -13,7 +13,11 @@
 // keys (spread over both nodes: native and remote puts), (2) each reads every
 // key (native, loopback and remote gets), (3) both race to Insert the same
 // keys: exactly one wins each key, and the stored value is the winner's,
-// (4) each erases its half, and both see an empty map.
+// (4) each erases its half, and both see an empty map; (5) growth: on a
+// second map whose parts start as one unit each, both nodes insert keys
+// homed on both nodes at the same time (each part splits many times, while
+// the other node's client writes to it and learns its new layout from its
+// directory alone), then each reads every key of both nodes.
 
 #include <chrono>
 #include <cstdio>
@@ -136,7 +140,49 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     RETURN_IF_ERROR(s.status());
     REQUIRE(*s == 0, "node ", n, " still holds ", *s);
   }
-  RETURN_IF_ERROR(conn.Barrier(7, kBarrierTimeout));  // nobody tears down while the other still works
+  RETURN_IF_ERROR(conn.Barrier(7, kBarrierTimeout));
+
+  where = absl::StrCat("node ", me, " growth");
+  HashMapOptions go;
+  go.groups_per_node = 3;            // one unit (24 slots) per node
+  go.max_groups_per_node = 3 * 64;   // room for 64 segments of one unit
+  auto grow = HashMap<uint64_t>::Create(conn, local, go);  // second allocation on both: same offset
+  RETURN_IF_ERROR(grow.status());
+  RETURN_IF_ERROR(conn.Barrier(8, kBarrierTimeout));
+  auto gclient_or = grow->NewClient(node, session->get());
+  RETURN_IF_ERROR(gclient_or.status());
+  HashMap<uint64_t>::Client& g = **gclient_or;
+  constexpr uint64_t kGrowKeys = 240;  // per node: ~10x the initial 2 x 24 slots in all
+  const uint64_t grow_base = uint64_t{1} << 50;
+  for (uint64_t i = 0; i < kGrowKeys; ++i) {
+    const uint64_t k = grow_base + 2 * i + me;
+    auto prev = g.Put(k, ValueOf(me, k), k % 5 == 0 && grow->HomeOf(k) == me ? Path::kLoopback : Path::kAuto);
+    RETURN_IF_ERROR(prev.status());
+    REQUIRE(!prev->has_value(), "grow key ", k, " already had ", prev->value_or(0));
+  }
+  RETURN_IF_ERROR(conn.Barrier(9, kBarrierTimeout));
+  for (uint64_t k = grow_base; k < grow_base + 2 * kGrowKeys; ++k) {
+    auto v = g.Get(k);
+    RETURN_IF_ERROR(v.status());
+    REQUIRE(*v == std::optional<uint64_t>(ValueOf(static_cast<NodeId>(k % 2), k)), "grow key ", k, " = ",
+            v->value_or(0));
+  }
+  size_t grown = 0, segments = 0;
+  for (NodeId n : {NodeId{0}, NodeId{1}}) {
+    auto s = g.Size(n);
+    RETURN_IF_ERROR(s.status());
+    grown += *s;
+    auto seg = g.SegmentsInUse(n);
+    RETURN_IF_ERROR(seg.status());
+    segments += *seg;
+  }
+  REQUIRE(grown == 2 * kGrowKeys, "grown sizes add up to ", grown);
+  REQUIRE(segments >= 10, "only ", segments, " segments after growth");
+  std::printf("node %d: growth: %zu segments in all, this client split %llu and refreshed its directory %llu times\n",
+              me, segments, static_cast<unsigned long long>(g.growth_stats().splits),
+              static_cast<unsigned long long>(g.growth_stats().refreshes));
+  RETURN_IF_ERROR(conn.Barrier(10, kBarrierTimeout));  // nobody tears down while the other still works
+  gclient_or->reset();
   client_or->reset();
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
