@@ -24,11 +24,6 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(NodeId id, std::unique_ptr<De
   }
   node->arena_ = mem;
   node->arena_bytes_ = options.arena_bytes;
-  // A hint: transparent huge pages where the kernel offers them ("madvise"
-  // mode, Debian's default), so random native accesses across a big part do
-  // not miss the TLB on every 4 KiB page. Failure (THP off, an old kernel)
-  // leaves ordinary pages, which work the same, only slower.
-  if (options.huge_pages) (void)madvise(mem, options.arena_bytes, MADV_HUGEPAGE);
   auto mr = node->device_->RegisterMemory(mem, options.arena_bytes,
                                           kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic);
   if (!mr.ok()) return mr.status();

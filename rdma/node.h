@@ -24,9 +24,6 @@ struct ArenaInfo {
 
 struct NodeOptions {
   size_t arena_bytes = size_t{64} << 20;
-  // Ask for transparent huge pages for the arena (madvise MADV_HUGEPAGE; a
-  // hint that the kernel may ignore).
-  bool huge_pages = true;
   // Completion queue depth of the responder side.
   int responder_cq_depth = 1024;
 };
