@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -250,8 +251,10 @@ class HashMapClient {
   enum class Outcome { kDone, kStale, kFull };
 
   // Routes `key` and looks its segment up: natively in the directory in
-  // place, on the NIC paths in the client's cached copy.
-  absl::Status RouteFor(uint64_t key, Path path, Op* op) {
+  // place, on the NIC paths in the client's cached copy. Always inlined: out
+  // of line, the Placement went through the stack in mismatched widths and
+  // the stalled store forwarding cost about a third of a native get.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE absl::Status RouteFor(uint64_t key, Path path, Op* op) {
     op->p = hash_map_internal::Place(key, c_.num_nodes(), g_.segment_units);
     RETURN_IF_ERROR(c_.RouteTo(op->p.node, path, &op->route));
     uint64_t e;
