@@ -22,6 +22,21 @@
 // Then, one thread, uniform keys, for each path of the map: put100 (puts
 // only, every put overwrites): the uncontended per-operation cost of a put
 // (get100 with 1 thread is a get's).
+// The main map is created without room to grow (max_groups_per_node ==
+// groups_per_node), so its load is exactly --load_percent. Growth has its
+// own benchmarks:
+//   loadsweep/{native,remote}/map/get95_put5/uniform/load:{50,80,90}
+//       the same workload on maps of the same keys at 50, 80 and 90 % load
+//       (each its own fixed-size map, built once, in a cluster of its own).
+//   grow/{native,loopback,remote}/map/insert
+//       one thread inserts 10 x the initial capacity of fresh keys into a
+//       map created for 1/10 of them (room for 32x): every run starts from
+//       a fresh map, so the measured loop includes every split; counters
+//       splits_per_1k, segments and load (entries / slots in use) at the end.
+//   grow/mixed/map/native_insert+remote_get
+//       the same inserts on node 0 natively while a thread on node 1 gets
+//       keys stored before the run (every get must hit): the remote reader
+//       meets the splits through its cached directory (refreshes_per_1k).
 // Every thread replays a pre-generated trace (identical for the map and the
 // baselines), so random number generation is not measured. Puts overwrite
 // existing keys, so the map's size stays constant and every get hits.
@@ -84,6 +99,7 @@ rdma::FabricKind g_fabric = rdma::FabricKind::kAuto;
 rdma::verbs::DeviceFlags g_device_flags;  // --device/--port/--gid-index
 size_t g_num_keys = 100000;
 size_t g_load_percent = 80;  // of node 0's part
+constexpr int kSweepLoads[] = {50, 80, 90};
 
 struct Workload {
   int put_percent;
@@ -130,6 +146,7 @@ absl::Status BuildMap(Env& env) {
   const size_t groups =
       (g_num_keys * 100 + Map::kSlotsPerGroup * g_load_percent - 1) / (Map::kSlotsPerGroup * g_load_percent);
   mo.groups_per_node = groups;
+  mo.max_groups_per_node = groups;  // a fixed-size map: exactly --load_percent
   // Each node's arena holds its part plus sessions' and clients' lines.
   o.node.arena_bytes = Map::PartBytes(mo) + (size_t{16} << 20);
   auto cluster = rdma::Cluster::Create(o);
@@ -251,6 +268,210 @@ struct MapTarget {
 
 enum class Kind { kMapNative, kStdMutex, kAbslSharded, kMapLoopback, kMapRemote };
 
+// --- Load sweep: one fixed-size map per load, same keys, own cluster. -------
+struct SweepEnv {
+  absl::Status status;
+  std::unique_ptr<rdma::Cluster> cluster;
+  std::map<int, std::unique_ptr<Map>> maps;  // by load percent
+};
+SweepEnv* g_sweep = nullptr;
+std::once_flag g_sweep_once;
+
+structures::HashMapOptions FixedOptions(size_t keys, size_t load_percent) {
+  structures::HashMapOptions mo;
+  mo.groups_per_node = (keys * 100 + Map::kSlotsPerGroup * load_percent - 1) / (Map::kSlotsPerGroup * load_percent);
+  mo.max_groups_per_node = mo.groups_per_node;
+  return mo;
+}
+
+absl::Status BuildSweep(SweepEnv& sw, const std::vector<uint64_t>& keys) {
+  rdma::ClusterOptions o;
+  o.num_nodes = 2;
+  o.fabric.kind = g_fabric;
+  (void)g_device_flags.Apply(&o.fabric);
+  o.node.arena_bytes = size_t{16} << 20;
+  for (int p : kSweepLoads) o.node.arena_bytes += Map::PartBytes(FixedOptions(keys.size(), p));
+  auto cluster = rdma::Cluster::Create(o);
+  if (!cluster.ok()) return cluster.status();
+  sw.cluster = std::move(*cluster);
+  auto session = sw.cluster->NewSession(kHome);
+  if (!session.ok()) return session.status();
+  for (int p : kSweepLoads) {
+    fprintf(stderr, "hash_map_bench: building the %d %% load map\n", p);
+    auto map = Map::Create(*sw.cluster, FixedOptions(keys.size(), p));
+    if (!map.ok()) return map.status();
+    auto client = map->NewClient(sw.cluster->node(kHome), session->get());
+    if (!client.ok()) return client.status();
+    size_t dropped = 0;
+    for (uint64_t k : keys) {  // the main map's keys: the traces are shared
+      auto r = (*client)->Put(k, MakeValue(k, 0));
+      if (absl::IsResourceExhausted(r.status())) {
+        ++dropped;  // both windows full: its gets will count as misses
+      } else if (!r.ok()) {
+        return r.status();
+      }
+    }
+    if (dropped > 0) fprintf(stderr, "hash_map_bench: %d %% load map: %zu keys did not fit\n", p, dropped);
+    client->reset();
+    sw.maps[p] = std::make_unique<Map>(std::move(*map));
+  }
+  return absl::OkStatus();
+}
+
+SweepEnv& GetSweep() {
+  std::call_once(g_sweep_once, [] {
+    g_sweep = new SweepEnv;
+    g_sweep->status = BuildSweep(*g_sweep, GetEnv().keys);
+  });
+  return *g_sweep;
+}
+
+void BM_LoadSweep(benchmark::State& state, Kind kind, int load, Workload w) {
+  SweepEnv& sw = GetSweep();
+  if (!sw.status.ok()) {
+    state.SkipWithError(sw.status.ToString().c_str());
+    return;
+  }
+  const rdma::NodeId node = kind == Kind::kMapRemote ? kOther : kHome;
+  auto session = sw.cluster->NewSession(node);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  auto client = sw.maps.at(load)->NewClient(sw.cluster->node(node), session->get());
+  if (!client.ok()) {
+    state.SkipWithError(client.status().ToString().c_str());
+    return;
+  }
+  MapTarget t{**client, structures::Path::kAuto};
+  RunTrace(state, t, w);
+  auto size = (*client)->Size(kHome);
+  if (size.ok()) {
+    state.counters["load"] = static_cast<double>(*size) / (sw.maps.at(load)->capacity() / 2);
+  }
+  client->reset();
+}
+
+// --- Growth: a fresh small map per run, grown by the measured inserts. ------
+enum class GrowKind { kNative, kLoopback, kRemote, kMixed };
+
+struct GrowRun {
+  std::unique_ptr<rdma::Cluster> cluster;  // destroyed after the map (declared first)
+  std::unique_ptr<Map> map;
+  std::vector<uint64_t> stored;  // in the map before the run (the mixed reader's keys)
+};
+GrowRun* g_grow = nullptr;  // the current run's (set by thread 0 before the loop)
+
+// Fresh keys homed on node 0 of `map`.
+std::vector<uint64_t> FreshKeys(const Map& map, size_t n, uint64_t seed) {
+  return bench::MakeKeys(n, seed, [&map](uint64_t k) { return map.HomeOf(k) == kHome; });
+}
+
+absl::StatusOr<std::unique_ptr<GrowRun>> NewGrowRun(size_t inserts) {
+  auto run = std::make_unique<GrowRun>();
+  // Created for a tenth of the inserts at 80 % load, with room for 32x.
+  structures::HashMapOptions mo = FixedOptions(inserts / 10, 80);
+  mo.max_groups_per_node = 32 * mo.groups_per_node;
+  rdma::ClusterOptions o;
+  o.num_nodes = 2;
+  o.fabric.kind = g_fabric;
+  (void)g_device_flags.Apply(&o.fabric);
+  o.node.arena_bytes = Map::PartBytes(mo) + (size_t{16} << 20);
+  auto cluster = rdma::Cluster::Create(o);
+  if (!cluster.ok()) return cluster.status();
+  run->cluster = std::move(*cluster);
+  auto map = Map::Create(*run->cluster, mo);
+  if (!map.ok()) return map.status();
+  run->map = std::make_unique<Map>(std::move(*map));
+  return run;
+}
+
+void BM_Grow(benchmark::State& state, GrowKind kind) {
+  const size_t inserts = static_cast<size_t>(state.max_iterations);
+  const bool reader = kind == GrowKind::kMixed && state.thread_index() == 1;
+  static std::vector<uint64_t> fresh;  // set by thread 0 before the loop
+  if (state.thread_index() == 0) {
+    auto run = NewGrowRun(inserts);
+    if (!run.ok()) {
+      state.SkipWithError(run.status().ToString().c_str());
+      return;
+    }
+    delete g_grow;  // the previous run's: every thread of it is done
+    g_grow = run->release();
+    fresh = FreshKeys(*g_grow->map, inserts + inserts / 20, 0x9e0000u);
+    if (kind == GrowKind::kMixed) {  // the reader's keys: the last 5 %, stored first
+      auto s = g_grow->cluster->NewSession(kHome);
+      auto c = s.ok() ? g_grow->map->NewClient(g_grow->cluster->node(kHome), s->get())
+                      : absl::StatusOr<std::unique_ptr<MapClient>>(s.status());
+      for (size_t i = inserts; c.ok() && i < fresh.size(); ++i) {
+        if ((*c)->Put(fresh[i], MakeValue(fresh[i], 0)).ok()) g_grow->stored.push_back(fresh[i]);
+      }
+    }
+  }
+  // Threads meet at the loop's start: g_grow and `fresh` are set from here on.
+  const rdma::NodeId node = kind == GrowKind::kRemote || reader ? kOther : kHome;
+  const structures::Path path = kind == GrowKind::kLoopback ? structures::Path::kLoopback : structures::Path::kAuto;
+  std::unique_ptr<rdma::Session> session;
+  std::unique_ptr<MapClient> client;
+  Tally tally;
+  size_t i = 0;
+  rdma::OpCounters before;
+  for (auto _ : state) {
+    if (client == nullptr) {  // first iteration: g_grow is set
+      auto s = g_grow->cluster->NewSession(node);
+      if (!s.ok()) {
+        state.SkipWithError(s.status().ToString().c_str());
+        break;
+      }
+      session = std::move(*s);
+      auto c = g_grow->map->NewClient(g_grow->cluster->node(node), session.get());
+      if (!c.ok()) {
+        state.SkipWithError(c.status().ToString().c_str());
+        break;
+      }
+      client = std::move(*c);
+      before = rdma::ThisThreadCounters();
+    }
+    if (reader) {
+      const uint64_t k = g_grow->stored[i++ % g_grow->stored.size()];
+      auto r = client->Get(k);
+      if (!Check(r, k, tally, state)) break;
+    } else {
+      const uint64_t k = fresh[i++];
+      auto r = client->Insert(k, MakeValue(k, 0), path);
+      if (!r.ok()) {
+        state.SkipWithError(r.status().ToString().c_str());
+        break;
+      }
+    }
+  }
+  const rdma::OpCounters d = rdma::ThisThreadCounters() - before;
+  using C = benchmark::Counter;
+  if (client != nullptr) {
+    const auto& g = client->growth_stats();
+    if (reader) {
+      state.counters["refreshes_per_1k"] = C(1000.0 * g.refreshes / std::max<size_t>(1, i));
+      state.counters["misses"] = C(static_cast<double>(tally.misses + tally.wrong));
+      if (tally.misses + tally.wrong > 0) state.SkipWithError("a get of a stored key missed during growth");
+    } else {
+      bench::SetPerOpCounters(state, d);
+      state.counters["splits_per_1k"] = C(1000.0 * g.splits / std::max<size_t>(1, i));
+    }
+    if (state.thread_index() == 0) {
+      auto segs = client->SegmentsInUse(kHome);
+      auto size = client->Size(kHome);
+      if (segs.ok() && size.ok()) {
+        state.counters["segments"] = C(static_cast<double>(*segs));
+        state.counters["load"] = C(static_cast<double>(*size) /
+                                   (*segs * g_grow->map->geometry().segment_units * Map::kSlotsPerUnit));
+      }
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  client.reset();
+  session.reset();
+}
+
 void BM_Map(benchmark::State& state, Kind kind, Workload w) {
   Env& env = GetEnv();
   switch (kind) {
@@ -327,6 +548,29 @@ void Register(bool set_min_time) {
   const std::pair<const char*, Kind> map_kinds[] = {
       {"native/map", Kind::kMapNative}, {"loopback/map", Kind::kMapLoopback}, {"remote/map", Kind::kMapRemote}};
   for (auto [name, kind] : map_kinds) add(name, kind, {100, KeyDist::kUniform}, /*two_threads=*/false);
+  // Load sweep: 95/5, uniform, one thread, native and remote.
+  for (int load : kSweepLoads) {
+    for (auto [name, kind] : {std::pair{"native", Kind::kMapNative}, std::pair{"remote", Kind::kMapRemote}}) {
+      const std::string label = absl::StrCat("loadsweep/", name, "/map/get95_put5/uniform/load:", load);
+      auto* b = benchmark::RegisterBenchmark(label.c_str(), [kind, load](benchmark::State& st) {
+        BM_LoadSweep(st, kind, load, {5, KeyDist::kUniform});
+      });
+      b->UseRealTime();
+      if (set_min_time) b->MinTime(0.4);
+    }
+  }
+  // Growth: a fixed number of inserts per run (10x the initial capacity's
+  // worth of keys), each run on a fresh map.
+  const size_t grow_inserts = std::max<size_t>(10000, g_num_keys / 2);
+  for (auto [name, kind, threads] :
+       {std::tuple{"grow/native/map/insert", GrowKind::kNative, 1},
+        std::tuple{"grow/loopback/map/insert", GrowKind::kLoopback, 1},
+        std::tuple{"grow/remote/map/insert", GrowKind::kRemote, 1},
+        std::tuple{"grow/mixed/map/native_insert+remote_get", GrowKind::kMixed, 2}}) {
+    const size_t n = kind == GrowKind::kNative || kind == GrowKind::kMixed ? grow_inserts : grow_inserts / 5;
+    auto* b = benchmark::RegisterBenchmark(name, [kind](benchmark::State& st) { BM_Grow(st, kind); });
+    b->Threads(threads)->Iterations(static_cast<benchmark::IterationCount>(n))->UseRealTime();
+  }
 }
 
 }  // namespace
@@ -357,6 +601,13 @@ int main(int argc, char** argv) {
   };
   spec.register_benchmarks = Register;
   spec.teardown = [] {  // map before cluster
+    delete g_grow;  // map before cluster (GrowRun's member order)
+    g_grow = nullptr;
+    if (g_sweep != nullptr) {
+      g_sweep->maps.clear();
+      g_sweep->cluster.reset();
+      delete g_sweep;
+    }
     if (g_env == nullptr) return;
     g_env->map.reset();
     g_env->cluster.reset();
