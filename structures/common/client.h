@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -84,7 +85,7 @@ class StructureClient {
   // is needed but there is no Session), Unavailable (home is a node of this
   // process that is shut down), InvalidArgument (a path that cannot be
   // honoured, rdma/path.h).
-  absl::Status RouteTo(rdma::NodeId home, Path requested, Route* r) const {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE absl::Status RouteTo(rdma::NodeId home, Path requested, Route* r) const {
     // The checks are cheap and always pass in the common case; the messages
     // are built out of line (RouteError), which keeps this inlinable into
     // every operation's fast path.

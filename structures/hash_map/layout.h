@@ -345,7 +345,7 @@ struct DirectoryCopy {
 // not find the key); writers insert into the first empty slot from the same
 // start. A split moves a key to the same unit, side and slot of the new
 // segment, since none of these depend on the segment.
-inline Placement Place(uint64_t key, int num_nodes, size_t segment_units) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Placement Place(uint64_t key, int num_nodes, size_t segment_units) {
   const uint64_t h = Mix64(key ^ 0x243f6a8885a308d3ULL);
   const uint64_t h2 = Mix64(key ^ 0x13198a2e03707344ULL);
   const unsigned __int128 hn = static_cast<unsigned __int128>(h) * static_cast<uint64_t>(num_nodes);

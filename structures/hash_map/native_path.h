@@ -59,7 +59,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, 
 // which the seqlock covers (its WRITEs are ordered on one QP: version odd,
 // entries, depth, version even; rdma_path.h). DeadlineExceeded if the
 // directory stays odd for about a second (a splitter died mid-publish).
-inline absl::Status NativeDirLookup(const DirectoryHeader& h, const rdma::PlainWord* entries, int max_depth,
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeDirLookup(const DirectoryHeader& h, const rdma::PlainWord* entries, int max_depth,
                                     uint64_t dir, uint64_t* entry) {
   for (int spin = 0;; ++spin) {
     const uint64_t v1 = h.version.Load(std::memory_order_acquire);
