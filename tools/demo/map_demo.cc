@@ -30,10 +30,13 @@ absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows
   options.groups_per_node = 4096;  // 32,784 slots per node (1,366 units); the demo stores at most 1024 keys
   ASSIGN_OR_RETURN(Map map, Map::Create(cluster, options));
 
-  // Keys homed on node 0, so node 0's threads are native/loopback and node 1's remote.
+  // Keys homed on node 0, so node 0's threads are native/loopback and node 1's
+  // remote; and with their two windows in two units, so every put costs the
+  // documented two-unit row (one key in S, S = units per segment, has both
+  // windows in one unit and a cheaper put: structures/README.md, Costs).
   std::vector<uint64_t> keys;
   for (uint64_t k = 1; keys.size() < 1024; ++k) {
-    if (map.HomeOf(k) == 0) keys.push_back(k);
+    if (map.HomeOf(k) == 0 && map.CandidatesOf(k)[0] != map.CandidatesOf(k)[1]) keys.push_back(k);
   }
 
   // Cross-path visibility: lane i puts, lane i+1 gets it and erases it.
