@@ -184,6 +184,14 @@ class HashMap {
     absl::StatusOr<PartDirectory> parts = PartDirectory::Create(
         "HashMap", num_nodes, local_nodes, PartBytes(options),
         [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); });
+    if (absl::IsResourceExhausted(parts.status()) && GeometryOf(options).can_grow()) {
+      // Most of a growing map's part is its reserved pool: say so.
+      return absl::ResourceExhaustedError(absl::StrCat(
+          parts.status().message(), " (the part reserves room to grow to max_groups_per_node = ",
+          options.max_groups_per_node == 0 ? 4 * options.groups_per_node : options.max_groups_per_node,
+          " groups: ", PartBytes(options), " bytes; lower max_groups_per_node, down to groups_per_node for a map "
+          "that never grows, or enlarge the arena)"));
+    }
     if (!parts.ok()) return parts.status();
     return HashMap(std::move(*parts), options);
   }

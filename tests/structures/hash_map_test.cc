@@ -360,7 +360,9 @@ TEST_P(HashMapTest, BadInput) {
             absl::StatusCode::kResourceExhausted);
   HashMapOptions big_pool = Groups(64);
   big_pool.max_groups_per_node = size_t{1} << 20;
-  EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, big_pool).status().code(), absl::StatusCode::kResourceExhausted);
+  const absl::Status pool_status = HashMap<uint64_t>::Create(*e.cluster, big_pool).status();
+  EXPECT_EQ(pool_status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(pool_status.message().find("max_groups_per_node"), std::string::npos) << pool_status;
   HashMapOptions shrink = Groups(64);
   shrink.max_groups_per_node = 32;  // below groups_per_node
   EXPECT_EQ(HashMap<uint64_t>::Create(*e.cluster, shrink).status().code(), absl::StatusCode::kInvalidArgument);
