@@ -72,10 +72,34 @@ run_guest() {
   fi
 }
 
-# The summary: each failure, then the last line, exactly "N passed, N failed".
-# Status 0 iff nothing failed and something passed.
+# For each target that failed in the bazel run whose log is $2 (label $1),
+# keeps an excerpt of its test log: the failure lines and the log's end.
+# Called right after the run, while bazel-testlogs ($3) still points at that
+# configuration. CI keeps only part of a long output, so print_summary shows
+# these next to the verdict: a failure must say why without a rerun.
+failure_excerpts=()
+excerpt_failed_logs() {
+  local label=$1 log=$2 testlogs=$3 target file text
+  while read -r target; do
+    file="${testlogs}/${target#//}"
+    file="${file/://}/test.log"
+    if [[ -f "$file" ]]; then
+      text=$(grep -E 'Failure|FAILED|Expected|Which is|actual|attempt [0-9]|Sanitizer|TIMEOUT|[Tt]imed out' "$file" |
+             head -n 40; echo "  ... last lines:"; tail -n 12 "$file")
+    else
+      text="  (no test log at ${file})"
+    fi
+    failure_excerpts+=("--- ${label} ${target}
+${text}")
+  done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" | awk '{print $1}')
+}
+
+# The summary: each failed test's excerpt, each failure, then the last line,
+# exactly "N passed, N failed". Status 0 iff nothing failed and something
+# passed.
 print_summary() {
   local name
+  for name in "${failure_excerpts[@]}"; do echo "$name" >&2; done
   for name in "${failed_names[@]}"; do echo "FAILED: ${name}" >&2; done
   echo "${passed} passed, ${failed} failed"
   [[ $failed -eq 0 && $passed -gt 0 ]]
@@ -105,6 +129,7 @@ run_bazel() {  # $1 = label, rest = bazel args
   bazel test --test_summary=short "$@" //... 2>&1 | tee "$log" | grep -E '^//|^Executed|ERROR' >&2
   rc=${PIPESTATUS[0]}
   count_bazel_log "$label" "$log" "$rc"
+  excerpt_failed_logs "$label" "$log" "$(bazel info "$@" bazel-testlogs 2>/dev/null)"
   rm -f "$log"
 }
 

@@ -115,7 +115,10 @@ StressConfig GrowthConfig() {
                {0, Path::kAuto, StressWorker::kReader, think},
                {0, Path::kLoopback, StressWorker::kMixed},
                {1, Path::kAuto, StressWorker::kMixed},
-               {2, Path::kAuto, StressWorker::kReader}};
+               // Paced so that its reads span the writers' whole run (the
+               // splits come early, while the first unit fills): a stale
+               // copy is what mutant (e) gets wrong.
+               {2, Path::kAuto, StressWorker::kReader, std::chrono::microseconds(100)}};
   c.ops_per_worker = 1500;
   c.duration = std::chrono::milliseconds(2000);
   return c;

@@ -76,8 +76,11 @@ struct StressConfig {
   int erase_percent = 20;
   int contains_percent = 10;
   int lower_bound_percent = 0;  // ordered map only
-  // Per-worker bounds: stop after `ops_per_worker` or `duration`.
+  // Per-worker bounds: stop after `ops_per_worker` or `duration`, but never
+  // before `min_ops_per_worker` (so that a loaded machine, where the deadline
+  // comes early, still records the history the tests' checks need).
   int ops_per_worker = 1500;
+  int min_ops_per_worker = 40;
   std::chrono::milliseconds duration{4000};
   uint64_t seed = 1;
   // Soft backend only: latency added to every NIC operation, and a hook that
@@ -204,7 +207,9 @@ StressResult RunMapStress(const StressConfig& cfg) {
       std::lock_guard<std::mutex> l(err_mu);
       if (result.first_error.empty()) result.first_error = s.ToString();
     };
-    for (int i = 0; i < cfg.ops_per_worker && std::chrono::steady_clock::now() < deadline; ++i) {
+    for (int i = 0; i < cfg.ops_per_worker &&
+                    (i < cfg.min_ops_per_worker || std::chrono::steady_clock::now() < deadline);
+         ++i) {
       if (w.think.count() > 0) {  // yield rather than sleep: exact on slow (emulated) timers too
         const auto until = std::chrono::steady_clock::now() + w.think;
         while (std::chrono::steady_clock::now() < until) std::this_thread::yield();

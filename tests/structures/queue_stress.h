@@ -54,7 +54,11 @@ struct QueueStressConfig {
   rdma::NodeId home = 0;
   uint64_t capacity = 4096;
   std::vector<QueueWorker> workers;
+  // Per-worker bounds: stop after `ops_per_worker` or `duration`, but never
+  // before `min_ops_per_worker` (a loaded machine must not shrink the history
+  // below what the tests' checks need).
   int ops_per_worker = 400;
+  int min_ops_per_worker = 40;
   std::chrono::milliseconds duration{4000};
   uint64_t seed = 1;
   // Soft backend only: NICs copy payloads a byte at a time (as rxe does),
@@ -159,7 +163,9 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
     int64_t counter = 0;
     std::vector<QueueStressValue> batch;
     std::vector<lincheck::Recorder::Token> tokens;
-    for (int i = 0; i < cfg.ops_per_worker && std::chrono::steady_clock::now() < deadline; ++i) {
+    for (int i = 0; i < cfg.ops_per_worker &&
+                    (i < cfg.min_ops_per_worker || std::chrono::steady_clock::now() < deadline);
+         ++i) {
       if (w.think.count() > 0) {
         const auto until = std::chrono::steady_clock::now() + w.think;
         while (std::chrono::steady_clock::now() < until) std::this_thread::yield();

@@ -103,6 +103,25 @@ check "guest script not executable" "3 passed, 1 failed" 1 \
   "FAILED: guest: $tmp/guest_noexec.sh is missing or not executable" \
   "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/guest_noexec.sh'"
 
+# A failed target's excerpt: its failure lines and its log's end come before
+# the verdict; a target without a log says so.
+mkdir -p "$tmp/testlogs/a/y_test"
+{ echo "[ RUN      ] T.Passes"; for i in $(seq 1 30); do echo "noise $i"; done
+  echo "x_test.cc:63: Failure"; echo "Expected: (a) > (b), actual: 26 vs 40"
+  for i in $(seq 1 30); do echo "more noise $i"; done; echo "[  FAILED  ] T.Fails"; } \
+  >"$tmp/testlogs/a/y_test/test.log"
+err=$(bash -c "source '$script'; count_bazel_log '--config=asan' '$tmp/failures.log' 3
+               excerpt_failed_logs '--config=asan' '$tmp/failures.log' '$tmp/testlogs'; print_summary" 2>&1 >/dev/null)
+if grep -q -- '--- --config=asan //a:y_test' <<<"$err" && grep -q 'actual: 26 vs 40' <<<"$err" &&
+   grep -q 'more noise 30' <<<"$err" && ! grep -q 'noise 5$' <<<"$err" &&
+   grep -q "no test log at $tmp/testlogs/b/z_test/test.log" <<<"$err" &&
+   [[ $(grep -n 'actual: 26' <<<"$err" | cut -d: -f1) -lt $(grep -n '^FAILED: ' <<<"$err" | head -n 1 | cut -d: -f1) ]]; then
+  echo "ok: failed tests' excerpts"
+else
+  echo "FAIL: failed tests' excerpts:"$'\n'"$err" >&2
+  fail=1
+fi
+
 # --help still works and runs nothing else.
 help=$(bash "$script" --help) || { echo "FAIL: --help exited non-zero" >&2; fail=1; }
 grep -q -- '--quick' <<<"$help" || { echo "FAIL: --help does not mention --quick" >&2; fail=1; }
