@@ -257,7 +257,7 @@ class HashMapClient {
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::Status RouteFor(uint64_t key, Path path, Op* op) {
     op->p = hash_map_internal::Place(key, c_.num_nodes(), g_.segment_units);
     RETURN_IF_ERROR(c_.RouteTo(op->p.node, path, &op->route));
-    uint64_t e;
+    uint64_t e = 0;  // set on both branches; initialized for -Wmaybe-uninitialized
     if (op->route.native()) {
       RETURN_IF_ERROR(hash_map_internal::NativeDirLookup(*LocalDir(*op), LocalEntries(*op), g_.max_depth,
                                                          op->p.dir, &e));
