@@ -111,7 +111,9 @@ bool ReaderGetsWholeValues(bool byte_copies) {
   }
   dev->faults().SetCopyHook(nullptr);
   // A validating reader saw the tears (and retried): the test did test.
-  if (Policy::kValidateReads) EXPECT_GT(reader->read_stats().torn_reads, 0u) << "no READ was torn";
+  if (Policy::kValidateReads) {
+    EXPECT_GT(reader->read_stats().torn_reads, 0u) << "no READ was torn";
+  }
   return whole;
 }
 
@@ -183,7 +185,9 @@ bool ReaderFindsKeysAfterReclamation() {
     auto g = remote->Get(base + 7);
     if (ok(g.status()) && !g->has_value()) all_found = false;
   }
-  if (Policy::kMarkReclaimedDead) EXPECT_GT(native->stats().reclaimed, 0u);
+  if (Policy::kMarkReclaimedDead) {
+    EXPECT_GT(native->stats().reclaimed, 0u);
+  }
   return all_found;
 }
 
