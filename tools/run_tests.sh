@@ -13,6 +13,11 @@ passed=0
 failed=0
 failed_names=()
 
+# The status lines of the targets that did not pass in bazel log $1.
+failed_target_lines() {
+  grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$1"
+}
+
 # Counts one `bazel test --test_summary=short` run from its log $2 (label $1,
 # bazel's exit status $3) into passed / failed / failed_names. A target
 # passes only on a PASSED line. Failed targets are those the summary names;
@@ -27,7 +32,7 @@ count_bazel_log() {
   while read -r name; do
     failed_names+=("${label} ${name}")
     f=$((f + 1))
-  done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" |
+  done < <(failed_target_lines "$log" |
            awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(FAILED|TIMEOUT|FLAKY|NO|INCOMPLETE)$/) { print $1, $i; break }}')
   if [[ $f -eq 0 && $rc -ne 0 ]]; then
     if grep -q '^ERROR:' "$log"; then
@@ -91,7 +96,7 @@ excerpt_failed_logs() {
     fi
     failure_excerpts+=("--- ${label} ${target}
 ${text}")
-  done < <(grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log" | awk '{print $1}')
+  done < <(failed_target_lines "$log" | awk '{print $1}')
 }
 
 # The summary: each failed test's excerpt, each failure, then the last line,

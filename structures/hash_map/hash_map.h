@@ -188,7 +188,7 @@ class HashMap {
       // Most of a growing map's part is its reserved pool: say so.
       return absl::ResourceExhaustedError(absl::StrCat(
           parts.status().message(), " (the part reserves room to grow to max_groups_per_node = ",
-          options.max_groups_per_node == 0 ? 4 * options.groups_per_node : options.max_groups_per_node,
+          MaxGroupsOf(options),
           " groups: ", PartBytes(options), " bytes; lower max_groups_per_node, down to groups_per_node for a map "
           "that never grows, or enlarge the arena)"));
     }
@@ -247,9 +247,12 @@ class HashMap {
  private:
   HashMap(PartDirectory parts, const HashMapOptions& options) : parts_(std::move(parts)), g_(GeometryOf(options)) {}
 
+  // max_groups_per_node with its default (0: 4 x groups_per_node) applied.
+  static size_t MaxGroupsOf(const HashMapOptions& o) {
+    return o.max_groups_per_node == 0 ? 4 * o.groups_per_node : o.max_groups_per_node;
+  }
   static hash_map_internal::Geometry GeometryOf(const HashMapOptions& o) {
-    return hash_map_internal::GeometryFor(o.groups_per_node,
-                                          o.max_groups_per_node == 0 ? 4 * o.groups_per_node : o.max_groups_per_node);
+    return hash_map_internal::GeometryFor(o.groups_per_node, MaxGroupsOf(o));
   }
 
   static absl::Status Validate(const HashMapOptions& o) {

@@ -32,6 +32,7 @@
 #include "tests/lincheck/history.h"
 #include "tests/lincheck/recorder.h"
 #include "testing/backends.h"
+#include "tests/structures/stress_bounds.h"
 
 namespace structures::testing {
 
@@ -76,10 +77,7 @@ struct StressConfig {
   int erase_percent = 20;
   int contains_percent = 10;
   int lower_bound_percent = 0;  // ordered map only
-  // Per-worker bounds: stop after `ops_per_worker` or `duration`, but never
-  // before `min_ops_per_worker` (so that a loaded machine, where the deadline
-  // comes early, still records the history the tests' checks need).
-  // Every worker ends early once any operation fails (the run is decided).
+  // Per-worker bounds (tests/structures/stress_bounds.h, WorkerBounds).
   int ops_per_worker = 1500;
   int min_ops_per_worker = 40;
   std::chrono::milliseconds duration{4000};
@@ -182,13 +180,8 @@ StressResult RunMapStress(const StressConfig& cfg) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::atomic<uint64_t> ops{0}, errors{0}, data_loss{0}, torn{0}, locked{0}, splits{0}, stale{0};
-  // Set at the first failed operation: every worker ends after its current
-  // one. An error already decides the run (a mutant caught, a control
-  // failed), and a broken structure makes each further operation wait out
-  // a lock timeout (a queue mutant once took 195 s under TSan).
-  std::atomic<bool> stop{false};
+  WorkerBounds bounds(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
   std::mutex err_mu;  // guards result.first_error
-  const auto deadline_len = cfg.duration;
 
   auto worker = [&](int t) {
     const StressWorker w = cfg.workers[t];
@@ -205,18 +198,16 @@ StressResult RunMapStress(const StressConfig& cfg) {
       return;
     }
     std::mt19937_64 rng(cfg.seed * 1000003 + t);
-    const auto deadline = std::chrono::steady_clock::now() + deadline_len;
+    const auto deadline = bounds.Deadline();
     int64_t counter = 0;
     auto note_error = [&](const absl::Status& s) {
       errors.fetch_add(1);
-      stop.store(true, std::memory_order_relaxed);
+      bounds.Stop();
       if (absl::IsDataLoss(s)) data_loss.fetch_add(1);
       std::lock_guard<std::mutex> l(err_mu);
       if (result.first_error.empty()) result.first_error = s.ToString();
     };
-    for (int i = 0; i < cfg.ops_per_worker && !stop.load(std::memory_order_relaxed) &&
-                    (i < cfg.min_ops_per_worker || std::chrono::steady_clock::now() < deadline);
-         ++i) {
+    for (int i = 0; bounds.Another(i, deadline); ++i) {
       if (w.think.count() > 0) {  // yield rather than sleep: exact on slow (emulated) timers too
         const auto until = std::chrono::steady_clock::now() + w.think;
         while (std::chrono::steady_clock::now() < until) std::this_thread::yield();

@@ -31,6 +31,7 @@
 #include "testing/backends.h"
 #include "tests/lincheck/history.h"
 #include "tests/lincheck/recorder.h"
+#include "tests/structures/stress_bounds.h"
 
 namespace structures::testing {
 
@@ -54,10 +55,7 @@ struct QueueStressConfig {
   rdma::NodeId home = 0;
   uint64_t capacity = 4096;
   std::vector<QueueWorker> workers;
-  // Per-worker bounds: stop after `ops_per_worker` or `duration`, but never
-  // before `min_ops_per_worker` (a loaded machine must not shrink the history
-  // below what the tests' checks need).
-  // Every worker ends early once any operation fails (the run is decided).
+  // Per-worker bounds (tests/structures/stress_bounds.h, WorkerBounds).
   int ops_per_worker = 400;
   int min_ops_per_worker = 40;
   std::chrono::milliseconds duration{4000};
@@ -136,11 +134,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
     }
   }
   std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0}, errors{0};
-  // Set at the first failed operation: every worker ends after its current
-  // one. An error already decides the run (a mutant caught, a control
-  // failed), and a broken structure makes each further operation wait out
-  // a lock timeout (a queue mutant once took 195 s under TSan).
-  std::atomic<bool> stop{false};
+  WorkerBounds bounds(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
   std::mutex err_mu;
 
   auto worker = [&](int t) {
@@ -159,20 +153,18 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
     }
     auto note_error = [&](const absl::Status& s) {
       errors.fetch_add(1);
-      stop.store(true, std::memory_order_relaxed);
+      bounds.Stop();
       std::lock_guard<std::mutex> l(err_mu);
       if (result.first_error.empty()) result.first_error = s.ToString();
     };
     const Path taken = rdma::TakenPath(w.path, w.node, cfg.home);
     lincheck::ThreadRecorder rec(recorder, t, w.node, taken);
     std::mt19937_64 rng(cfg.seed * 1000003 + t);
-    const auto deadline = std::chrono::steady_clock::now() + cfg.duration;
+    const auto deadline = bounds.Deadline();
     int64_t counter = 0;
     std::vector<QueueStressValue> batch;
     std::vector<lincheck::Recorder::Token> tokens;
-    for (int i = 0; i < cfg.ops_per_worker && !stop.load(std::memory_order_relaxed) &&
-                    (i < cfg.min_ops_per_worker || std::chrono::steady_clock::now() < deadline);
-         ++i) {
+    for (int i = 0; bounds.Another(i, deadline); ++i) {
       if (w.think.count() > 0) {
         const auto until = std::chrono::steady_clock::now() + w.think;
         while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
