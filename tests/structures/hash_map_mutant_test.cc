@@ -111,14 +111,16 @@ StressConfig GrowthConfig() {
   c.insert_percent = 15;
   c.erase_percent = 5;
   const auto think = std::chrono::microseconds(20);
+  // The readers are paced so that their reads span the writers' whole run,
+  // every split included: the native reader (directory in place) is what
+  // sees mutant (f)'s early-published, still empty segment, the remote
+  // reader's stale copy is what mutant (e) gets wrong.
+  const auto reader_think = std::chrono::microseconds(100);
   c.workers = {{0, Path::kAuto, StressWorker::kMixed, think},
-               {0, Path::kAuto, StressWorker::kReader, think},
+               {0, Path::kAuto, StressWorker::kReader, reader_think},
                {0, Path::kLoopback, StressWorker::kMixed},
                {1, Path::kAuto, StressWorker::kMixed},
-               // Paced so that its reads span the writers' whole run (the
-               // splits come early, while the first unit fills): a stale
-               // copy is what mutant (e) gets wrong.
-               {2, Path::kAuto, StressWorker::kReader, std::chrono::microseconds(100)}};
+               {2, Path::kAuto, StressWorker::kReader, reader_think}};
   c.ops_per_worker = 1500;
   c.duration = std::chrono::milliseconds(2000);
   return c;

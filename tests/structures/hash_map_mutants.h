@@ -47,7 +47,7 @@ struct MutantStaleDirectoryReaderPolicy : HashMapPolicy {
 // Splits that pause between their steps (widens the windows the split's
 // order protects); the control for (f).
 struct SlowSplitPolicy : HashMapPolicy {
-  static void AfterSplitStep() { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }
+  static void AfterSplitStep() { std::this_thread::sleep_for(std::chrono::milliseconds(10)); }
 };
 
 // (f) A split publishes the new directory before the moved entries land in
