@@ -80,6 +80,19 @@ TEST_F(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
   EXPECT_EQ(gate->stats().lease_kept, 0u);
 }
 
+// Gates made one after the other (a queue's tail and head gates) must not
+// share a cache line: each is used by other threads, and a shared line
+// bounces between their cores on every operation (native_gate.h).
+TEST_F(NativeGateTest, GatesMadeBackToBackShareNoCacheLine) {
+  std::vector<std::unique_ptr<NativeGate>> gates;
+  for (int i = 0; i < 4; ++i) gates.push_back(Gate(Lock()));
+  for (const auto& g : gates) {
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(g.get()) % 64, 0u);
+  }
+  static_assert(sizeof(NativeGate) % 64 == 0, "a gate ends where a line ends");
+}
+
 TEST_F(NativeGateTest, StepErrorIsReturnedAndTheLeaseGivenBack) {
   const RemotePtr lock = Lock();
   auto gate = Gate(lock);
