@@ -30,6 +30,13 @@
 //                         (yields) while it has moved more than 1/9 of what
 //                         the native threads moved: remote operations are
 //                         about 10% of all (issue 12's mixed target)
+// Every run of a benchmark starts from an empty queue: thread 0 drains the
+// shared queue (ours, boost's or the deque) before the timed loop, which the
+// other threads enter only together with it (Google Benchmark's start
+// barrier). Without that, a run inherited whatever the run before it (in
+// random order, with --benchmark_enable_random_interleaving) left in the
+// queue, full or empty, and a 1p1c run's regime (the producer pressing on a
+// full ring, or the consumer on an empty one) with it.
 // Per operation (a batch counts as one): the calling threads' rdma::
 // ThisThreadCounters deltas (NIC ops, doorbells, round trips waited, bytes),
 // summed over the threads and divided by the total iteration count. `lost`
@@ -54,6 +61,7 @@
 #include <boost/lockfree/queue.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
@@ -182,6 +190,10 @@ void Loop(benchmark::State& state, Body&& body) {
 template <typename Q>
 void BM_Baseline(benchmark::State& state, Q* (*get)(), bool one_producer_one_consumer) {
   Q& q = *get();
+  if (state.thread_index() == 0) {
+    while (q.Dequeue().has_value()) {
+    }
+  }
   const bool producer = state.thread_index() == 0;
   const uint64_t base = uint64_t(state.thread_index()) << 40;
   Loop(state, [&](uint64_t i) -> int64_t {
@@ -255,6 +267,12 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   int64_t native_moved = 0, published = 0, remote_moved = 0;
   const bool native_thread = !(mixed && state.thread_index() == 2);
   const int64_t native_base = g_native_moved.load();
+  if (state.thread_index() == 0 && mode != Mode::kBatch) {  // a batch run has a fresh queue of its own
+    for (;;) {
+      absl::StatusOr<std::vector<Value32>> out = c.DequeueBatch(kHome, 16, path);
+      if (!check(out.status()) || out->empty()) break;
+    }
+  }
   if (mode == Mode::kBatch) {
     // One unmeasured round first: a new client's first operation READs once
     // more (its guess of the ring position is cold), which with the few
