@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -177,41 +176,23 @@ StressResult RunMapStress(const StressConfig& cfg) {
   }
 
   lincheck::Recorder recorder;
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::atomic<uint64_t> ops{0}, errors{0}, data_loss{0}, torn{0}, locked{0}, splits{0}, stale{0};
-  WorkerBounds bounds(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
-  std::mutex err_mu;  // guards result.first_error
+  std::atomic<uint64_t> ops{0}, data_loss{0}, torn{0}, locked{0}, splits{0}, stale{0};
+  StressCrew crew(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
 
   auto worker = [&](int t) {
     const StressWorker w = cfg.workers[t];
-    auto session = cluster->NewSession(w.node);
-    std::unique_ptr<typename Map::Client> client;
-    if (session.ok()) {
-      auto c = map->NewClient(cluster->node(w.node), session->get());
-      if (c.ok()) client = std::move(*c);
-    }
-    ready.fetch_add(1);
-    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-    if (client == nullptr) {
-      errors.fetch_add(1);
-      return;
-    }
+    auto member = crew.Enlist(*cluster, w.node, *map);
+    auto& client = member.client;
+    if (client == nullptr) return;
     std::mt19937_64 rng(cfg.seed * 1000003 + t);
-    const auto deadline = bounds.Deadline();
+    const auto deadline = crew.bounds().Deadline();
     int64_t counter = 0;
     auto note_error = [&](const absl::Status& s) {
-      errors.fetch_add(1);
-      bounds.Stop();
       if (absl::IsDataLoss(s)) data_loss.fetch_add(1);
-      std::lock_guard<std::mutex> l(err_mu);
-      if (result.first_error.empty()) result.first_error = s.ToString();
+      crew.NoteError(s);
     };
-    for (int i = 0; bounds.Another(i, deadline); ++i) {
-      if (w.think.count() > 0) {  // yield rather than sleep: exact on slow (emulated) timers too
-        const auto until = std::chrono::steady_clock::now() + w.think;
-        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
-      }
+    for (int i = 0; crew.bounds().Another(i, deadline); ++i) {
+      StressCrew::Think(w.think);
       const bool hot = cfg.hot_keys > 0 && static_cast<int>(rng() % 100) < cfg.hot_percent;
       const size_t nk = hot ? std::min<size_t>(cfg.hot_keys, keys.size()) : keys.size();
       const uint64_t key = keys[rng() % nk];
@@ -290,20 +271,15 @@ StressResult RunMapStress(const StressConfig& cfg) {
       splits.fetch_add(client->growth_stats().splits);
       stale.fetch_add(client->growth_stats().stale);
     }
-    client.reset();
-    if (session.ok()) session->reset();
   };
 
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < cfg.workers.size(); ++t) threads.emplace_back(worker, static_cast<int>(t));
-  while (ready.load() < static_cast<int>(cfg.workers.size())) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& th : threads) th.join();
+  crew.Run(static_cast<int>(cfg.workers.size()), worker);
   if (slow_dev != nullptr) slow_dev->faults().SetCopyHook(nullptr);
 
   result.history = recorder.Finish();
   result.ops = ops.load();
-  result.errors += errors.load();
+  result.errors += crew.errors();
+  if (result.first_error.empty()) result.first_error = crew.first_error();
   result.data_loss = data_loss.load();
   result.torn_reads = torn.load();
   result.locked_reads = locked.load();

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -118,8 +117,6 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
   }
 
   lincheck::Recorder recorder;
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
   std::atomic<bool> stop_staller{false};
   std::thread staller;
   if (cfg.backend == "soft" && cfg.atomic_stall.count() > 0) {
@@ -133,42 +130,24 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
       });
     }
   }
-  std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0}, errors{0};
-  WorkerBounds bounds(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
-  std::mutex err_mu;
+  std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0};
+  StressCrew crew(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
 
   auto worker = [&](int t) {
     const QueueWorker w = cfg.workers[t];
-    auto session = cluster->NewSession(w.node);
-    std::unique_ptr<typename Q::Client> client;
-    if (session.ok()) {
-      auto c = q->NewClient(cluster->node(w.node), session->get());
-      if (c.ok()) client = std::move(*c);
-    }
-    ready.fetch_add(1);
-    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-    if (client == nullptr) {
-      errors.fetch_add(1);
-      return;
-    }
-    auto note_error = [&](const absl::Status& s) {
-      errors.fetch_add(1);
-      bounds.Stop();
-      std::lock_guard<std::mutex> l(err_mu);
-      if (result.first_error.empty()) result.first_error = s.ToString();
-    };
+    auto member = crew.Enlist(*cluster, w.node, *q);
+    auto& client = member.client;
+    if (client == nullptr) return;
+    auto note_error = [&](const absl::Status& s) { crew.NoteError(s); };
     const Path taken = rdma::TakenPath(w.path, w.node, cfg.home);
     lincheck::ThreadRecorder rec(recorder, t, w.node, taken);
     std::mt19937_64 rng(cfg.seed * 1000003 + t);
-    const auto deadline = bounds.Deadline();
+    const auto deadline = crew.bounds().Deadline();
     int64_t counter = 0;
     std::vector<QueueStressValue> batch;
     std::vector<lincheck::Recorder::Token> tokens;
-    for (int i = 0; bounds.Another(i, deadline); ++i) {
-      if (w.think.count() > 0) {
-        const auto until = std::chrono::steady_clock::now() + w.think;
-        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
-      }
+    for (int i = 0; crew.bounds().Another(i, deadline); ++i) {
+      StressCrew::Think(w.think);
       const bool produce = w.role == QueueWorker::kProducer ||
                            (w.role == QueueWorker::kBoth && rng() % 2 == 0);
       ops.fetch_add(1, std::memory_order_relaxed);
@@ -220,15 +199,9 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
         if (got->size() < tokens.size()) empty.fetch_add(1);
       }
     }
-    client.reset();
-    if (session.ok()) session->reset();
   };
 
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < cfg.workers.size(); ++t) threads.emplace_back(worker, static_cast<int>(t));
-  while (ready.load() < static_cast<int>(cfg.workers.size())) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& th : threads) th.join();
+  crew.Run(static_cast<int>(cfg.workers.size()), worker);
   stop_staller.store(true);
   if (staller.joinable()) staller.join();
   if (slow != nullptr) slow->faults().SetCopyHook(nullptr);
@@ -239,7 +212,8 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
   result.dequeued = deq.load();
   result.full = full.load();
   result.empty = empty.load();
-  result.errors += errors.load();
+  result.errors += crew.errors();
+  if (result.first_error.empty()) result.first_error = crew.first_error();
   return result;
 }
 
