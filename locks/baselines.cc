@@ -109,23 +109,30 @@ absl::Status RdmaSpinClient::Unlock(rdma::RemotePtr lock) {
   return rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Write(*session(), 0);
 }
 
-// ------------------------------------------------------------ RDMA MCS
+// ------------------------------------------------------------ MCS descriptors
 
-RdmaMcsClient::RdmaMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
-    : LockClient(node.id(), session), node_(node), options_(options), held_(options.max_held) {}
+McsClientBase::McsClientBase(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
+    : LockClient(node.id(), session), options_(options), held_(options.max_held), node_(node) {}
 
-RdmaMcsClient::~RdmaMcsClient() {
+McsClientBase::~McsClientBase() {
   if (!descriptors_.is_null()) node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * 64);
 }
+
+absl::Status McsClientBase::AllocateDescriptors() {
+  auto d = node_.Allocate(static_cast<size_t>(options_.max_held) * 64, 64);
+  if (!d.ok()) return d.status();
+  descriptors_ = *d;
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------ RDMA MCS
 
 absl::StatusOr<std::unique_ptr<RdmaMcsClient>> RdmaMcsClient::Create(rdma::Node& node, rdma::Session* session,
                                                                      const ClientOptions& options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckSession(node, session, "RdmaMcsClient", true); !s.ok()) return s;
   std::unique_ptr<RdmaMcsClient> c(new RdmaMcsClient(node, session, options));
-  auto d = node.Allocate(static_cast<size_t>(options.max_held) * 64, 64);
-  if (!d.ok()) return d.status();
-  c->descriptors_ = *d;
+  if (absl::Status s = c->AllocateDescriptors(); !s.ok()) return s;
   return c;
 }
 
@@ -209,21 +216,12 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
 
 // ------------------------------------------------------------ local MCS
 
-LocalMcsClient::LocalMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
-    : LockClient(node.id(), session), node_(node), options_(options), held_(options.max_held) {}
-
-LocalMcsClient::~LocalMcsClient() {
-  if (!descriptors_.is_null()) node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * 64);
-}
-
 absl::StatusOr<std::unique_ptr<LocalMcsClient>> LocalMcsClient::Create(rdma::Node& node, rdma::Session* session,
                                                                        const ClientOptions& options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckSession(node, session, "LocalMcsClient", false); !s.ok()) return s;
   std::unique_ptr<LocalMcsClient> c(new LocalMcsClient(node, session, options));
-  auto d = node.Allocate(static_cast<size_t>(options.max_held) * 64, 64);
-  if (!d.ok()) return d.status();
-  c->descriptors_ = *d;
+  if (absl::Status s = c->AllocateDescriptors(); !s.ok()) return s;
   return c;
 }
 

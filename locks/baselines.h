@@ -65,47 +65,54 @@ class RdmaSpinClient final : public LockClient {
   lock_internal::HeldSlots<Nothing> held_;
 };
 
-class RdmaMcsClient final : public LockClient {
+// What both MCS clients keep: one 64-byte descriptor line per lock they may
+// hold (ClientOptions::max_held), in their node's arena, and the locks they
+// hold. Not thread-safe (one per thread, as every LockClient).
+class McsClientBase : public LockClient {
+ public:
+  ~McsClientBase() override;
+  bool Holds(rdma::RemotePtr lock) const override { return !lock.is_null() && held_.Find(lock) >= 0; }
+
+ protected:
+  McsClientBase(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
+  // Allocates the descriptor lines (the last step of a Create).
+  absl::Status AllocateDescriptors();
+  rdma::RemotePtr Descriptor(int slot) const { return descriptors_ + static_cast<uint64_t>(slot) * 64; }
+
+  const ClientOptions options_;
+  struct Nothing {};
+  lock_internal::HeldSlots<Nothing> held_;
+
+ private:
+  rdma::Node& node_;
+  rdma::RemotePtr descriptors_;
+};
+
+class RdmaMcsClient final : public McsClientBase {
  public:
   static absl::StatusOr<std::unique_ptr<RdmaMcsClient>> Create(rdma::Node& node, rdma::Session* session,
                                                                const ClientOptions& options = {});
-  ~RdmaMcsClient() override;
   LockKind kind() const override { return LockKind::kRdmaMcs; }
   absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
   absl::Status Unlock(rdma::RemotePtr lock) override;
   Cohort CohortFor(rdma::RemotePtr, Path = Path::kAuto) const override { return Cohort::kRemote; }
-  bool Holds(rdma::RemotePtr lock) const override { return !lock.is_null() && held_.Find(lock) >= 0; }
 
  private:
-  RdmaMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
-  rdma::RemotePtr Descriptor(int slot) const { return descriptors_ + static_cast<uint64_t>(slot) * 64; }
-  rdma::Node& node_;
-  ClientOptions options_;
-  rdma::RemotePtr descriptors_;
-  struct Nothing {};
-  lock_internal::HeldSlots<Nothing> held_;
+  using McsClientBase::McsClientBase;
 };
 
-class LocalMcsClient final : public LockClient {
+class LocalMcsClient final : public McsClientBase {
  public:
   // `session` may be null: this lock never uses the NIC.
   static absl::StatusOr<std::unique_ptr<LocalMcsClient>> Create(rdma::Node& node, rdma::Session* session = nullptr,
                                                                 const ClientOptions& options = {});
-  ~LocalMcsClient() override;
   LockKind kind() const override { return LockKind::kLocalMcs; }
   absl::Status Lock(rdma::RemotePtr lock, Path path = Path::kAuto) override;
   absl::Status Unlock(rdma::RemotePtr lock) override;
   Cohort CohortFor(rdma::RemotePtr, Path = Path::kAuto) const override { return Cohort::kLocal; }
-  bool Holds(rdma::RemotePtr lock) const override { return !lock.is_null() && held_.Find(lock) >= 0; }
 
  private:
-  LocalMcsClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
-  rdma::RemotePtr Descriptor(int slot) const { return descriptors_ + static_cast<uint64_t>(slot) * 64; }
-  rdma::Node& node_;
-  ClientOptions options_;
-  rdma::RemotePtr descriptors_;
-  struct Nothing {};
-  lock_internal::HeldSlots<Nothing> held_;
+  using McsClientBase::McsClientBase;
 };
 
 }  // namespace locks
