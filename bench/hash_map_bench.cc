@@ -117,18 +117,14 @@ struct Env {
   std::unique_ptr<bench::ShardedFlatHashMap<Value32, kShards>> absl_map;
 
   using Trace = bench::KeyTrace;
-  std::mutex trace_mu;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<const Trace>> traces;
+  bench::TraceCache traces;
 
   const Trace& GetTrace(const Workload& w, int thread) {
-    std::lock_guard<std::mutex> l(trace_mu);
-    auto& slot = traces[{w.put_percent, static_cast<int>(w.dist), thread}];
-    if (!slot) {
+    return traces.Get(w.put_percent, w.dist, thread, [&] {
       const uint64_t seed = 0x5eed0000u + 1000u * static_cast<uint64_t>(thread) +
                             10u * static_cast<uint64_t>(w.put_percent) + static_cast<uint64_t>(w.dist);
-      slot = std::make_unique<const Trace>(bench::MakeKeyTrace(keys, w.dist, w.put_percent, kTraceLen, seed));
-    }
-    return *slot;
+      return bench::MakeKeyTrace(keys, w.dist, w.put_percent, kTraceLen, seed);
+    });
   }
 };
 

@@ -46,7 +46,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -170,17 +169,13 @@ struct Env {
   std::unique_ptr<BtreeMap> btree_map;
 
   using Trace = bench::KeyTrace;
-  std::mutex mu;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<const Trace>> traces;
+  bench::TraceCache traces;
 
   const Trace& GetTrace(Mix mix, KeyDist dist, int thread) {
-    std::lock_guard<std::mutex> l(mu);
-    auto& slot = traces[{static_cast<int>(mix), static_cast<int>(dist), thread}];
-    if (!slot) {
-      slot = std::make_unique<const Trace>(bench::MakeKeyTrace(
-          keys, dist, PutPercent(mix), kTraceLen, 0x51c0 + 100u * thread + 10u * static_cast<int>(mix)));
-    }
-    return *slot;
+    return traces.Get(static_cast<int>(mix), dist, thread, [&] {
+      return bench::MakeKeyTrace(keys, dist, PutPercent(mix), kTraceLen,
+                                 0x51c0 + 100u * thread + 10u * static_cast<int>(mix));
+    });
   }
 };
 Env* g_env = nullptr;

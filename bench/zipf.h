@@ -25,8 +25,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -102,6 +106,27 @@ inline KeyTrace MakeKeyTrace(const std::vector<uint64_t>& key_set, KeyDist dist,
   }
   return t;
 }
+
+// The traces of one benchmark binary, made on first use and kept for the
+// process: one per (mix, key distribution, thread), where `mix` is whatever
+// the binary numbers its workloads by. Thread-safe; a returned trace stays
+// valid and unchanged for the cache's lifetime.
+class TraceCache {
+ public:
+  // The trace of (mix, dist, thread); `make()` (returning a KeyTrace) makes
+  // it the first time.
+  template <typename Make>
+  const KeyTrace& Get(int mix, KeyDist dist, int thread, Make&& make) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::unique_ptr<const KeyTrace>& slot = traces_[{mix, static_cast<int>(dist), thread}];
+    if (!slot) slot = std::make_unique<const KeyTrace>(make());
+    return *slot;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<const KeyTrace>> traces_;  // guarded by mu_
+};
 
 // `count` distinct random 64-bit keys (never 0 or ~0, which maps sometimes
 // reserve) for which keep(key) is true; keep is called at most once per
