@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "rdma/completion.h"
 #include "rdma/remote_ptr.h"
@@ -64,6 +65,16 @@ class CompletionQueue {
 };
 
 enum class QpState { kReset, kReadyToSend, kError };
+
+// The state's name as error messages print it: "RESET", "RTS", "ERROR".
+constexpr absl::string_view QpStateName(QpState s) {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kReadyToSend: return "RTS";
+    case QpState::kError: return "ERROR";
+  }
+  return "?";
+}
 
 // Everything a peer needs to connect an RC QP to this one: the out-of-band
 // exchange payload (QP number, PSN, GID, LID). Plain bytes, so it can cross a

@@ -19,15 +19,6 @@ struct PendingWr {
   Clock::time_point ready_at;
 };
 
-absl::string_view StateName(QpState s) {
-  switch (s) {
-    case QpState::kReset: return "RESET";
-    case QpState::kReadyToSend: return "RTS";
-    case QpState::kError: return "ERROR";
-  }
-  return "?";
-}
-
 // Moves `len` bytes between the initiator's buffer `local` and target memory
 // `remote` (to_remote: WRITE; else READ) the way a NIC DMA engine does: every
 // aligned 8-byte word of remote memory the transfer covers fully is one
@@ -356,7 +347,7 @@ class SoftQueuePair final : public QueuePair {
     std::lock_guard<std::mutex> l(core_->mu);
     if (core_->state != QpState::kReset) {
       return absl::FailedPreconditionError(
-          absl::StrCat("QP ", core_->qp_num, " is in ", StateName(core_->state), "; Reset it before Connect"));
+          absl::StrCat("QP ", core_->qp_num, " is in ", QpStateName(core_->state), "; Reset it before Connect"));
     }
     core_->remote_qp_num = remote.qp_num;
     core_->state = QpState::kReadyToSend;
@@ -381,7 +372,7 @@ class SoftQueuePair final : public QueuePair {
       std::lock_guard<std::mutex> l(core_->mu);
       if (core_->state != QpState::kReadyToSend) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "cannot post to QP ", core_->qp_num, ": it is in ", StateName(core_->state),
+            "cannot post to QP ", core_->qp_num, ": it is in ", QpStateName(core_->state),
             core_->state == QpState::kError ? " (an earlier work request failed; Reset and Connect it again)"
                                             : " (not connected)"));
       }

@@ -25,15 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 std::string ErrnoText(int e) { return absl::StrCat(std::strerror(e), " (errno ", e, ")"); }
 
-absl::string_view StateName(QpState s) {
-  switch (s) {
-    case QpState::kReset: return "RESET";
-    case QpState::kReadyToSend: return "RTS";
-    case QpState::kError: return "ERROR";
-  }
-  return "?";
-}
-
 uint32_t NextPow2(uint32_t v) {
   uint32_t p = 1;
   while (p < v) p <<= 1;
@@ -433,7 +424,7 @@ absl::Status VerbsQueuePair::Connect(const QpEndpoint& remote) {
   const QpState s = state_.load(std::memory_order_acquire);
   if (s != QpState::kReset) {
     return absl::FailedPreconditionError(
-        absl::StrCat("QP ", qp_->qp_num, " is in ", StateName(s), "; Reset it before Connect"));
+        absl::StrCat("QP ", qp_->qp_num, " is in ", QpStateName(s), "; Reset it before Connect"));
   }
   const PortInfo& port = device_->port();
   if (port.ethernet) {
