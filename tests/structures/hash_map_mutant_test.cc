@@ -171,9 +171,14 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   c.num_keys = 1;
   c.hot_keys = 0;
   // Every slot copy of a read (two windows: 32 slots) waits for a put, so a
-  // read takes 32 writers' rounds; short think times keep enough reads
-  // coming for 64 torn ones in a row, also under TSan.
-  const auto think = std::chrono::microseconds(50);
+  // read takes 32 writers' rounds, and a reader needs 64 torn reads in a row
+  // (about 0.2 s) while the writers still write. The think time makes a
+  // writer's ops_per_worker last longer than the run (20,000 x 200 us = 4 s
+  // > 3 s), so the writers write until the deadline however fast the
+  // machine; with 50 us they ran out of operations after about a second,
+  // and a reader starved on a loaded machine (CI, ASan) then met no tearing
+  // at all (40 reads, 46 torn, none locked).
+  const auto think = std::chrono::microseconds(200);
   c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
                {0, Path::kAuto, StressWorker::kWriter, think},
                {1, Path::kAuto, StressWorker::kReader}};
