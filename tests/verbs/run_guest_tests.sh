@@ -10,7 +10,7 @@
 #      per guest: RXE_NUM_NODES=2, RXE_NODE_ID, RXE_SELF_IP, RXE_PEER_IP),
 #   4. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if
 #      everything passed.
-# Before the boots it runs `tools/rxe_vm/selftest.sh --quick` (~40 s), so the
+# Before the boots it runs `tools/rxe_vm/selftest.sh --quick` (~50 s), so the
 # runner's own contract (exit codes, timeout -> 124 with nothing left behind,
 # the two-guest environment) is checked wherever the guest tests run; it
 # counts as one more PASS/FAIL line.
