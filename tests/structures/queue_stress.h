@@ -138,7 +138,6 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
     auto member = crew.Enlist(*cluster, w.node, *q);
     auto& client = member.client;
     if (client == nullptr) return;
-    auto note_error = [&](const absl::Status& s) { crew.NoteError(s); };
     const Path taken = rdma::TakenPath(w.path, w.node, cfg.home);
     lincheck::ThreadRecorder rec(recorder, t, w.node, taken);
     std::mt19937_64 rng(cfg.seed * 1000003 + t);
@@ -167,7 +166,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
           n = client->EnqueueBatch(cfg.home, batch, w.path);
         }
         if (!n.ok()) {
-          note_error(n.status());  // left pending
+          crew.NoteError(n.status());  // left pending
           continue;
         }
         for (size_t j = 0; j < tokens.size(); ++j) {
@@ -183,7 +182,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
         for (size_t j = 0; j < w.batch; ++j) tokens.push_back(rec.Invoke("dequeue", {}));
         absl::StatusOr<std::vector<QueueStressValue>> got = client->DequeueBatch(cfg.home, w.batch, w.path);
         if (!got.ok()) {
-          note_error(got.status());
+          crew.NoteError(got.status());
           continue;
         }
         for (size_t j = 0; j < tokens.size(); ++j) {
