@@ -64,7 +64,9 @@ namespace locks {
 struct alignas(64) ALockWord {
   rdma::NicWord r_tail;  // RemotePtr raw of the remote cohort's last descriptor; 0 = empty
   uint64_t pad0_;
-  rdma::CpuWord l_tail;  // RemotePtr raw of the local cohort's last descriptor; 0 = empty
+  // RemotePtr raw of the local cohort's last descriptor, or a NativeGate's
+  // word (native_gate.h); 0 = empty. NIC code only tests it against 0.
+  rdma::CpuWord l_tail;
   uint64_t pad1_;
   rdma::PlainWord victim;  // kVictimLocal / kVictimRemote (0 before first use)
   uint64_t pad2_;

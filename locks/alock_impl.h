@@ -50,6 +50,45 @@ inline uint64_t BudgetWord(int64_t b) { return static_cast<uint64_t>(b); }
 inline const uint64_t kWaitingWord = static_cast<uint64_t>(ALockDescriptor::kWaiting);
 // Longest pause, in Spinner steps, between two READs of a remote Peterson wait.
 inline constexpr int kMaxPollBackoff = 32;
+
+// The native side's half of the Peterson protocol between the cohorts, run by
+// whoever speaks for the native side (the native cohort's MCS head, or a
+// NativeGate's holder) after its flag, l_tail, went up with a seq_cst RMW.
+// OK once the native side may enter: at once (`*fast`) when the NIC
+// cohort's flag is down; otherwise after victim = local, when the NIC
+// cohort's flag is down or the NIC side made itself the victim.
+// `on_wait()` runs once if it has to wait, `on_wait_done()` after the wait.
+// DeadlineExceeded after `options.timeout` of waiting.
+template <typename OnWait, typename OnWaitDone>
+absl::Status PetersonAsNative(ALockWord& w, rdma::RemotePtr lock, const ClientOptions& options, bool* fast,
+                              OnWait&& on_wait, OnWaitDone&& on_wait_done) {
+  // Fast path: my flag is up (seq_cst RMW); if the NIC cohort's is down,
+  // enter without touching victim.
+  *fast = w.r_tail.Load(std::memory_order_seq_cst) == 0;
+  if (*fast) return absl::OkStatus();
+  w.victim.Store(kVictimLocal, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  lock_internal::Spinner spin(options);
+  bool waited = false;
+  absl::Status result;
+  for (;;) {
+    if (w.r_tail.Load(std::memory_order_seq_cst) == 0) break;
+    if (w.victim.Load(std::memory_order_seq_cst) != kVictimLocal) break;
+    if (!waited) {
+      waited = true;
+      on_wait();
+    }
+    if (!spin.Spin()) {
+      result = spin.Timeout("ALock: native Peterson wait for the remote cohort", lock);
+      break;
+    }
+  }
+  if (waited) on_wait_done();
+  // The loads above that let us in synchronize with the remote cohort's
+  // release (NIC CAS on r_tail, or its RDMA WRITE of victim).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return result;
+}
 }  // namespace alock_internal
 
 template <typename P>
@@ -258,36 +297,18 @@ absl::Status BasicALockClient<P>::PetersonNative(rdma::RemotePtr lock, size_t sl
     slots_[slot].budget = budgets.remote;
     return absl::OkStatus();
   }
-  // Fast path: my flag (l_tail) is up (seq_cst exchange); if the remote
-  // cohort's is down, enter without touching victim.
-  if (w.r_tail.Load(std::memory_order_seq_cst) == 0) {
-    ++stats_.peterson_fast[0];
-    slots_[slot].budget = budgets.local;
-    return absl::OkStatus();
-  }
-  w.victim.Store(kVictimLocal, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  lock_internal::Spinner spin(options_);
-  bool waited = false;
-  absl::Status result;
-  for (;;) {
-    if (w.r_tail.Load(std::memory_order_seq_cst) == 0) break;
-    if (w.victim.Load(std::memory_order_seq_cst) != kVictimLocal) break;
-    if (!waited) {
-      waited = true;
-      ++stats_.peterson_waits[0];
-      if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kLocal);
-    }
-    if (!spin.Spin()) {
-      result = spin.Timeout("ALock: native Peterson wait for the remote cohort", lock);
-      break;
-    }
-  }
-  if (waited && observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kLocal);
+  bool fast = false;
+  const absl::Status result = alock_internal::PetersonAsNative(
+      w, lock, options_, &fast,
+      [&] {
+        ++stats_.peterson_waits[0];
+        if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kLocal);
+      },
+      [&] {
+        if (observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kLocal);
+      });
+  if (fast) ++stats_.peterson_fast[0];
   if (!result.ok()) return result;
-  // The loads above that let us in synchronize with the remote cohort's
-  // release (NIC CAS on r_tail, or its RDMA WRITE of victim).
-  std::atomic_thread_fence(std::memory_order_acquire);
   slots_[slot].budget = budgets.local;
   return absl::OkStatus();
 }

@@ -1,7 +1,5 @@
 #include "locks/native_gate.h"
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -12,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
+#include "locks/alock_impl.h"
 #include "locks/internal.h"
-#include "rdma/path.h"
 
 namespace locks {
 
@@ -24,21 +22,23 @@ absl::StatusOr<std::unique_ptr<NativeGate>> NativeGate::Create(rdma::Node& node,
     return absl::InvalidArgumentError(absl::StrCat("NativeGate: the lock lives on node ", lock.node(),
                                                    ", not on the gate's node ", node.id()));
   }
-  ClientOptions lease_options = options;
-  lease_options.max_held = 1;
-  // No Session: the lease only ever takes the native cohort.
-  absl::StatusOr<std::unique_ptr<ALockClient>> lease = ALockClient::Create(node, nullptr, lease_options);
-  if (!lease.ok()) return lease.status();
-  return std::unique_ptr<NativeGate>(new NativeGate(lock, std::move(*lease), options));
+  if (const uint64_t l = lock.local<ALockWord>()->l_tail.Load(std::memory_order_acquire); l != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("NativeGate: lock ", lock.node(), ":0x",
+                                                      absl::Hex(lock.address()),
+                                                      " is held natively (l_tail = 0x", absl::Hex(l),
+                                                      "); make the gate before any native thread takes it"));
+  }
+  return std::unique_ptr<NativeGate>(new NativeGate(lock, options));
 }
 
 absl::Status NativeGate::Enter() {
+  rdma::CpuWord& word = line_.l_tail;
+  // Raising the flag: a seq_cst RMW, so TakeLease's load of r_tail comes
+  // after it (ALock's Peterson; docs/design.md §4).
   uint64_t s = 0;
-  if (state_.compare_exchange_strong(s, kHeld, std::memory_order_acquire, std::memory_order_relaxed)) {
-    return absl::OkStatus();
-  }
+  if (word.CompareExchange(s, kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
   // Count myself as a waiter: the holder keeps the lease for me.
-  s = state_.fetch_add(kOneWaiter, std::memory_order_relaxed) + kOneWaiter;
+  s = word.FetchAndAdd(kOneWaiter, std::memory_order_seq_cst) + kOneWaiter;
   // Exponential backoff, then yields: a waiter that re-reads the gate word
   // less often leaves its line (and the critical section's) with the holder.
   constexpr int kBackoffRounds = 7;  // up to 2^7 pauses between reads
@@ -47,10 +47,7 @@ absl::Status NativeGate::Enter() {
   for (;;) {
     if ((s & kHeld) == 0) {
       // Free: take it and stop counting myself, in one CAS.
-      if (state_.compare_exchange_weak(s, s - kOneWaiter + kHeld, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-        return absl::OkStatus();
-      }
+      if (word.CompareExchange(s, s - kOneWaiter + kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
       continue;  // `s` holds the new value
     }
     if (round < kBackoffRounds) {
@@ -60,8 +57,8 @@ absl::Status NativeGate::Enter() {
       std::this_thread::yield();
       if ((round & 15) == 0 && std::chrono::steady_clock::now() > deadline) {
         // Leave only while the gate is held: its holder's release CAS then
-        // sees that I am gone (and gives the lease back if nobody is left).
-        if (state_.compare_exchange_strong(s, s - kOneWaiter, std::memory_order_relaxed)) {
+        // sees that I am gone (and lowers the flag if nobody is left).
+        if (word.CompareExchange(s, s - kOneWaiter, std::memory_order_relaxed)) {
           return absl::DeadlineExceededError(absl::StrCat(
               "NativeGate: the other native threads held lock ", lock_.node(), ":0x", absl::Hex(lock_.address()),
               " for longer than ", absl::FormatDuration(absl::FromChrono(options_.timeout)),
@@ -71,50 +68,52 @@ absl::Status NativeGate::Enter() {
       }
     }
     ++round;
-    s = state_.load(std::memory_order_relaxed);
+    s = word.Load(std::memory_order_relaxed);
   }
 }
 
 absl::Status NativeGate::TakeLease() {
   ++stats_.runs;
   if (lease_held_) return absl::OkStatus();
-  if (absl::Status s = lease_->Lock(lock_, rdma::Path::kNative); !s.ok()) return s;
+  // The flag (the gate word) is up: since Enter's CAS, or since a holder
+  // before me that kept it up for waiters.
+  bool fast = false;
+  if (absl::Status s = alock_internal::PetersonAsNative(line_, lock_, options_, &fast, [] {}, [] {}); !s.ok()) {
+    return s;
+  }
   lease_held_ = true;
   lease_runs_ = 0;
   ++stats_.lease_acquires;
-  native_budget_ = ALockWord::UnpackBudgets(lock_.local<ALockWord>()->budgets.Load(std::memory_order_relaxed)).local;
+  native_budget_ = ALockWord::UnpackBudgets(line_.budgets.Load(std::memory_order_relaxed)).local;
   return absl::OkStatus();
 }
 
 bool NativeGate::NicWaiting() const {
   // A CPU load of the NIC cohort's tail (its flag): allowed in its domain.
-  return lock_.local<ALockWord>()->r_tail.Load(std::memory_order_relaxed) != 0;
+  return line_.r_tail.Load(std::memory_order_relaxed) != 0;
 }
 
 absl::Status NativeGate::Leave(absl::Status s) {
+  rdma::CpuWord& word = line_.l_tail;
   if (lease_held_) ++lease_runs_;
-  const bool budget_spent = lease_runs_ >= native_budget_;
-  uint64_t st = state_.load(std::memory_order_relaxed);
+  const bool nic_turn = lease_held_ && lease_runs_ >= native_budget_ && NicWaiting();
+  // Keep the lease for a waiter unless the step failed or the NIC's turn has
+  // come; with no waiter, the flag goes down and the lease with it.
+  const bool keep = lease_held_ && s.ok() && !nic_turn;
+  uint64_t st = word.Load(std::memory_order_relaxed);
   for (;;) {
+    // Holder-only state is written before the CAS that ends my hold.
     const bool waiters = st >= kOneWaiter;
-    const bool nic_turn = budget_spent && NicWaiting();
-    if (lease_held_ && !(s.ok() && waiters && !nic_turn)) {
-      if (s.ok() && waiters) ++stats_.nic_yields;
-      lease_held_ = false;
-      absl::Status u = lease_->Unlock(lock_);
-      if (s.ok()) s = u;
-      // Gave the lease back: whoever comes next takes it again, so this
-      // release needs no condition.
-      state_.fetch_sub(kHeld, std::memory_order_release);
-      return s;
+    lease_held_ = waiters && keep;
+    if (waiters) {
+      if (keep) ++stats_.lease_kept;
+      if (nic_turn) ++stats_.nic_yields;
     }
-    // Keeping the lease for a waiter (or holding none): release only if the
-    // waiter count is still the one this decision saw.
-    if (lease_held_) ++stats_.lease_kept;
-    if (state_.compare_exchange_weak(st, st - kHeld, std::memory_order_release, std::memory_order_relaxed)) {
-      return s;
+    if (word.CompareExchange(st, waiters ? st - kHeld : 0, std::memory_order_seq_cst)) return s;
+    if (waiters) {  // still the holder: decide again
+      if (keep) --stats_.lease_kept;
+      if (nic_turn) --stats_.nic_yields;
     }
-    if (lease_held_) --stats_.lease_kept;  // still the holder: decide again
   }
 }
 

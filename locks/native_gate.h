@@ -12,38 +12,47 @@
 // contention because the mutex is unfair: one thread runs many critical
 // sections while the other waits, and everything stays in one cache.
 //
-// What. An unfair gate in process memory (a test-and-test-and-set word that
-// also counts its waiters) in front of the ALock's native cohort, and a
-// lease: the gate's holder acquires the ALock (native cohort, no NIC op) only
-// when the native side does not hold it already, and when it leaves it keeps
-// the ALock for the next native holder, or gives it back:
-//   * it gives it back when no native thread waits at the gate: the lease
-//     never outlives native presence (with nobody left to release it, a NIC
-//     waiter would wait forever);
-//   * it gives it back when the NIC cohort waits (the lock's r_tail is not
-//     empty) and the native side has had the lock's native budget of critical
-//     sections since it took the ALock: ALock's bound (a waiting NIC cohort
-//     sees at most B_local native critical sections) still holds;
-//   * it gives it back after an error.
+// What. An unfair gate (a test-and-test-and-set word that also counts its
+// waiters) that is the ALock's native flag itself: the gate word is the
+// lock's l_tail, which a native thread would otherwise swap its MCS
+// descriptor into. Bit 0 says a native thread holds the gate, the bits above
+// count the native threads waiting for it; the word is nonzero, so the
+// native side's Peterson flag is up, while any native thread holds or waits.
+// Entering is one CPU CAS of l_tail, 0 -> held, which raises the flag; the
+// holder then runs ALock's native Peterson half (one load of r_tail when no
+// NIC thread is there) unless the native side has won it already and kept
+// it. The native side keeps it (the lease) while native threads keep coming,
+// and gives it up:
+//   * when no native thread waits at the gate: leaving then takes l_tail
+//     back to 0, and with it the flag (the lease never outlives native
+//     presence: with nobody left to release it, a NIC waiter would wait
+//     forever);
+//   * when the NIC cohort waits (the lock's r_tail is not empty) and the
+//     native side has had the lock's native budget of critical sections
+//     since it won Peterson: the next holder runs Peterson again, and its
+//     victim = local lets the NIC cohort in first. ALock's bound (a waiting
+//     NIC cohort sees at most B_local native critical sections) still holds;
+//   * after an error.
 // The keep-or-give decision and the gate's release are one CAS on the gate
-// word, which holds the waiter count: a thread that arrives after it finds
-// the gate free and takes the lock itself; one that arrived before is
-// counted, and leaves only by taking the gate (or, timing out, by
-// un-counting itself while the gate is held, so the holder's CAS sees it).
+// word: a thread that arrives after it finds the gate free and takes it; one
+// that arrived before is counted, and leaves only by taking the gate (or,
+// timing out, by un-counting itself while the gate is held, so the holder's
+// CAS sees it). Only the holder that takes the word to 0 lowers the flag, and
+// it forgets the lease as it does.
 //
-// Contract. Every native acquisition of `lock` in this process goes through
-// the same NativeGate (its owner makes one per lock and shares it); a thread
-// that took the lock's native cohort directly would queue behind the lease
-// and could wait until the gate's waiters are gone. NIC-path acquisitions are
-// unchanged. Thread-safe.
+// Contract. Every native acquisition of `lock` goes through one NativeGate,
+// made while no native thread holds the lock (its owner makes one per lock
+// and shares it): the gate word is l_tail, so an ALockClient taking the same
+// lock natively would corrupt it. NIC-path acquisitions are unchanged (the
+// NIC cohort only reads l_tail, and only asks whether it is 0). Thread-safe.
 //
-// Costs, uncontended: 0 NIC ops; two CPU CASes on the gate word, plus ALock's
-// native acquire and release when the lease is not held. Back to back under
-// contention: the two gate CASes only.
+// Costs, uncontended: 0 NIC ops; one CPU CAS on l_tail to enter and one to
+// leave, and a load of r_tail when the lease is not held. Back to back under
+// contention: the two CASes only.
 //
-// Errors: what the ALock returns (DeadlineExceeded after ClientOptions::
-// timeout behind a NIC holder), DeadlineExceeded when the gate stays held by
-// other native threads for the timeout, or the step's own status.
+// Errors: DeadlineExceeded after ClientOptions::timeout of waiting behind a
+// NIC holder (ALock's native Peterson wait) or behind other native threads
+// at the gate, or the step's own status.
 
 #include <atomic>
 #include <chrono>
@@ -65,9 +74,9 @@ namespace locks {
 // read it when no thread is inside Run.
 struct NativeGateStats {
   uint64_t runs = 0;            // critical sections run
-  uint64_t lease_acquires = 0;  // times the ALock's native cohort was taken
-  uint64_t lease_kept = 0;      // releases that kept the ALock for a waiter
-  uint64_t nic_yields = 0;      // gave it back because the NIC cohort waited
+  uint64_t lease_acquires = 0;  // times the native side won ALock's Peterson
+  uint64_t lease_kept = 0;      // releases that kept it for a waiter
+  uint64_t nic_yields = 0;      // gave it up for the NIC cohort while natives waited
 };
 
 // Cache-line aligned (and so padded to whole lines): gates are made back to
@@ -78,9 +87,10 @@ struct NativeGateStats {
 class alignas(64) NativeGate {
  public:
   // A gate for the ALock at `lock`, which lives on `node` (hosted by this
-  // process). Allocates one ALock descriptor line in `node`'s arena. The
-  // lock's budgets must be initialized already (locks::InitLock) when they
-  // are not the defaults. `options.timeout` bounds each wait.
+  // process). The lock's budgets must be initialized already
+  // (locks::InitLock) when they are not the defaults. `options.timeout`
+  // bounds each wait. FailedPrecondition if a native thread holds or waits
+  // for the lock (its l_tail is not 0).
   static absl::StatusOr<std::unique_ptr<NativeGate>> Create(rdma::Node& node, rdma::RemotePtr lock,
                                                             const ClientOptions& options);
   NativeGate(const NativeGate&) = delete;
@@ -100,24 +110,26 @@ class alignas(64) NativeGate {
   rdma::RemotePtr lock() const { return lock_; }
 
  private:
-  // state_: bit 0 = held; bits 1.. = threads waiting for the gate.
+  // The gate word (the lock's l_tail): bit 0 = held; bits 1.. = threads
+  // waiting for the gate.
   static constexpr uint64_t kHeld = 1;
   static constexpr uint64_t kOneWaiter = 2;
 
-  NativeGate(rdma::RemotePtr lock, std::unique_ptr<ALockClient> lease, const ClientOptions& options)
-      : lock_(lock), lease_(std::move(lease)), options_(options) {}
+  NativeGate(rdma::RemotePtr lock, const ClientOptions& options)
+      : lock_(lock), line_(*lock.local<ALockWord>()), options_(options) {}
 
   absl::Status Enter();
+  // Wins ALock's Peterson for the native side unless it holds the lease.
   absl::Status TakeLease();
-  // Keeps or gives back the lease and releases the gate; returns `s`, or the
-  // lease's release error when `s` is OK.
+  // Keeps or gives up the lease and releases the gate; returns `s`.
   absl::Status Leave(absl::Status s);
   bool NicWaiting() const;
 
   const rdma::RemotePtr lock_;
-  std::atomic<uint64_t> state_{0};
-  // Touched only by the gate's holder (the gate's CASes order the holders).
-  std::unique_ptr<ALockClient> lease_;
+  ALockWord& line_;
+  // Touched only by the gate's holder (the gate word's CASes order the
+  // holders): whether the native side won Peterson and has kept its flag up
+  // since, and the critical sections run since.
   bool lease_held_ = false;
   int64_t lease_runs_ = 0;
   int64_t native_budget_ = kDefaultBudget;  // the lock's, read when the lease is taken

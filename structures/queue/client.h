@@ -159,13 +159,17 @@ class QueueClient {
       if constexpr (!Policy::kNativeUsesItsDomain) {  // test-only mutant
         if (producer) return MutantCpuLocked(r, [&] { return step(ring); });
       }
-      // Natively, through the process's gate for this ring and side: unfair
-      // among native threads, and the ALock stays with the native side while
-      // they keep coming (locks/native_gate.h).
-      if (locks::NativeGate* gate = NativeGateFor(r.home, producer); gate != nullptr) {
-        return gate->Run([&] { return step(ring); });
+      // Natively, always through the process's gate for this ring and side:
+      // unfair among native threads, and the ALock stays with the native
+      // side while they keep coming. The gate word is the lock's l_tail, so
+      // no native thread may take the lock any other way
+      // (locks/native_gate.h).
+      locks::NativeGate* gate = NativeGateFor(r.home, producer);
+      if (gate == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat("Queue: no native gate for node ", r.home,
+                                                          "'s ring in this client (made without its Queue?)"));
       }
-      return c_.WithLock(r, lock, [&] { return step(ring); });
+      return gate->Run([&] { return step(ring); });
     }
     queue_internal::RemoteRing<V> ring(*c_.session(), r.base, l_, producer);
     const uint64_t& guess = Guess(producer);

@@ -66,7 +66,9 @@ TEST_F(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(gate->Run([&] {
                       ++runs;
-                      EXPECT_NE(Line(lock).l_tail.Load(), 0u) << "the step must run with the native flag up";
+                      // The gate word is l_tail: held, nobody waiting; nonzero, so
+                      // the native flag is up.
+                      EXPECT_EQ(Line(lock).l_tail.Load(), 1u) << "the step must run with the native flag up";
                       return absl::OkStatus();
                     })
                     .ok());
@@ -109,6 +111,47 @@ TEST_F(NativeGateTest, BadInput) {
   ASSERT_TRUE(t.ok());
   const auto other = NativeGate::Create(cluster_->node(0), t->at(0), {});
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument) << other.status();
+}
+
+// The gate word is the lock's l_tail: a gate made over a lock that a native
+// ALock client holds would corrupt that client's queue. Refused.
+TEST_F(NativeGateTest, CreateRefusesALockHeldNatively) {
+  const RemotePtr lock = Lock();
+  auto client = std::move(*ALockClient::Create(cluster_->node(0), nullptr));
+  ASSERT_TRUE(client->Lock(lock, Path::kNative).ok());
+  const auto gate = NativeGate::Create(cluster_->node(0), lock, {});
+  EXPECT_EQ(gate.status().code(), absl::StatusCode::kFailedPrecondition) << gate.status();
+  ASSERT_TRUE(client->Unlock(lock).ok());
+  EXPECT_NE(Gate(lock), nullptr);
+}
+
+// A NIC holder that does not let go: the native holder's Peterson wait ends
+// with DeadlineExceeded after the timeout, the flag comes down, and once the
+// NIC holder is gone the gate works again.
+TEST_F(NativeGateTest, PetersonWaitBehindANicHolderIsBounded) {
+  const RemotePtr lock = Lock();
+  ClientOptions o;
+  o.timeout = std::chrono::milliseconds(50);
+  auto gate = Gate(lock, o);
+  auto session = std::move(*cluster_->NewSession(1));
+  auto nic = std::move(*ALockClient::Create(cluster_->node(1), session.get()));
+  ASSERT_TRUE(nic->Lock(lock, Path::kRemote).ok());
+  bool ran = false;
+  const absl::Status s = gate->Run([&] {
+    ran = true;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(Line(lock).l_tail.Load(), 0u) << "the native flag stayed up after the wait failed";
+  ASSERT_TRUE(nic->Unlock(lock).ok());
+  EXPECT_TRUE(gate->Run([&] {
+                    ran = true;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(gate->stats().lease_acquires, 1u);
 }
 
 // Native threads through the gate, a loopback and a remote ALock client: no
