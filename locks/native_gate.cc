@@ -36,9 +36,12 @@ absl::Status NativeGate::Enter() {
   // Raising the flag: a seq_cst RMW, so TakeLease's load of r_tail comes
   // after it (ALock's Peterson; docs/design.md §4).
   uint64_t s = 0;
-  if (word.CompareExchange(s, kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
-  // Count myself as a waiter: the holder keeps the lease for me.
-  s = word.FetchAndAdd(kOneWaiter, std::memory_order_seq_cst) + kOneWaiter;
+  if (word.CompareExchange(s, kPresent | kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
+  // Count myself as a waiter (the holder keeps the lease for me), with
+  // kPresent set: the word may have gone to 0 meanwhile.
+  while (!word.CompareExchange(s, (s + kOneWaiter) | kPresent, std::memory_order_seq_cst)) {
+  }
+  s = (s + kOneWaiter) | kPresent;
   // Exponential backoff, then yields: a waiter that re-reads the gate word
   // less often leaves its line (and the critical section's) with the holder.
   constexpr int kBackoffRounds = 7;  // up to 2^7 pauses between reads
@@ -103,7 +106,7 @@ absl::Status NativeGate::Leave(absl::Status s) {
   uint64_t st = word.Load(std::memory_order_relaxed);
   for (;;) {
     // Holder-only state is written before the CAS that ends my hold.
-    const bool waiters = st >= kOneWaiter;
+    const bool waiters = st >= kOneWaiter;  // then st - kHeld keeps kPresent
     lease_held_ = waiters && keep;
     if (waiters) {
       if (keep) ++stats_.lease_kept;

@@ -15,9 +15,11 @@
 // What. An unfair gate (a test-and-test-and-set word that also counts its
 // waiters) that is the ALock's native flag itself: the gate word is the
 // lock's l_tail, which a native thread would otherwise swap its MCS
-// descriptor into. Bit 0 says a native thread holds the gate, the bits above
-// count the native threads waiting for it; the word is nonzero, so the
-// native side's Peterson flag is up, while any native thread holds or waits.
+// descriptor into. One bit says a native thread holds the gate, the bits
+// from 8 up count the native threads waiting for it; the word is nonzero, so
+// the native side's Peterson flag is up, while any native thread holds or
+// waits (and then its low byte is never 0, so a NIC READ that copies it a
+// byte at a time while it changes cannot see it as 0 either).
 // Entering is one CPU CAS of l_tail, 0 -> held, which raises the flag; the
 // holder then runs ALock's native Peterson half (one load of r_tail when no
 // NIC thread is there) unless the native side has won it already and kept
@@ -110,10 +112,14 @@ class alignas(64) NativeGate {
   rdma::RemotePtr lock() const { return lock_; }
 
  private:
-  // The gate word (the lock's l_tail): bit 0 = held; bits 1.. = threads
-  // waiting for the gate.
+  // The gate word (the lock's l_tail): 0, or kPresent | (kHeld if a native
+  // thread holds the gate) + (threads waiting for it) * kOneWaiter. kPresent
+  // keeps the low byte nonzero in every nonzero value: Soft-RoCE may copy a
+  // word a byte at a time, and a NIC READ that mixes the bytes of two
+  // nonzero values must still not read 0 ("native flag down").
   static constexpr uint64_t kHeld = 1;
-  static constexpr uint64_t kOneWaiter = 2;
+  static constexpr uint64_t kPresent = 2;
+  static constexpr uint64_t kOneWaiter = uint64_t{1} << 8;
 
   NativeGate(rdma::RemotePtr lock, const ClientOptions& options)
       : lock_(lock), line_(*lock.local<ALockWord>()), options_(options) {}

@@ -1,13 +1,17 @@
 // locks::NativeGate: mutual exclusion with ALock's NIC cohort (loopback and
-// remote threads) while native threads share the gate; the lease never
+// remote threads) while native threads share the gate, on every backend
+// under test and with the soft NIC copying a byte at a time; the lease never
 // outlives native presence; a waiting NIC cohort gets in after the native
 // budget; bounded waits; bad input. Costs: 0 NIC ops natively.
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <latch>
 #include <memory>
+#include <ostream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,10 +39,20 @@ struct alignas(64) Guarded {
   rdma::PlainWord b;
 };
 
-class NativeGateTest : public ::testing::Test {
+// The backend, and whether the soft NIC copies payloads a byte at a time
+// (as rxe does), so that NIC READs of l_tail may mix old and new bytes.
+struct Fabric {
+  std::string backend;
+  bool byte_copies = false;
+};
+void PrintTo(const Fabric& f, std::ostream* os) { *os << f.backend << (f.byte_copies ? " (byte copies)" : ""); }
+
+class NativeGateTest : public ::testing::TestWithParam<Fabric> {
  protected:
   void SetUp() override {
-    cluster_ = rdma::testing::MakeCluster("soft", 2, 2 << 20);
+    rdma::testing::SoftTweaks tweaks;
+    tweaks.byte_granular_copies = GetParam().byte_copies;
+    cluster_ = rdma::testing::MakeCluster(GetParam().backend, 2, 2 << 20, tweaks);
     ASSERT_NE(cluster_, nullptr);
   }
   RemotePtr Lock(Budgets b = {}) {
@@ -58,7 +72,7 @@ class NativeGateTest : public ::testing::Test {
   std::vector<LockTable> tables_;
 };
 
-TEST_F(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
+TEST_P(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
   const RemotePtr lock = Lock();
   auto gate = Gate(lock);
   const rdma::OpCounters before = rdma::ThisThreadCounters();
@@ -66,9 +80,9 @@ TEST_F(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(gate->Run([&] {
                       ++runs;
-                      // The gate word is l_tail: held, nobody waiting; nonzero, so
-                      // the native flag is up.
-                      EXPECT_EQ(Line(lock).l_tail.Load(), 1u) << "the step must run with the native flag up";
+                      // The gate word is l_tail: held, nobody waiting; nonzero
+                      // (low byte too), so the native flag is up.
+                      EXPECT_EQ(Line(lock).l_tail.Load(), 3u) << "the step must run with the native flag up";
                       return absl::OkStatus();
                     })
                     .ok());
@@ -85,7 +99,7 @@ TEST_F(NativeGateTest, UncontendedRunUsesNoNicOperationAndLeavesTheLockFree) {
 // Gates made one after the other (a queue's tail and head gates) must not
 // share a cache line: each is used by other threads, and a shared line
 // bounces between their cores on every operation (native_gate.h).
-TEST_F(NativeGateTest, GatesMadeBackToBackShareNoCacheLine) {
+TEST_P(NativeGateTest, GatesMadeBackToBackShareNoCacheLine) {
   std::vector<std::unique_ptr<NativeGate>> gates;
   for (int i = 0; i < 4; ++i) gates.push_back(Gate(Lock()));
   for (const auto& g : gates) {
@@ -95,7 +109,7 @@ TEST_F(NativeGateTest, GatesMadeBackToBackShareNoCacheLine) {
   static_assert(sizeof(NativeGate) % 64 == 0, "a gate ends where a line ends");
 }
 
-TEST_F(NativeGateTest, StepErrorIsReturnedAndTheLeaseGivenBack) {
+TEST_P(NativeGateTest, StepErrorIsReturnedAndTheLeaseGivenBack) {
   const RemotePtr lock = Lock();
   auto gate = Gate(lock);
   const absl::Status s = gate->Run([] { return absl::DataLossError("step broke"); });
@@ -104,7 +118,7 @@ TEST_F(NativeGateTest, StepErrorIsReturnedAndTheLeaseGivenBack) {
   EXPECT_TRUE(gate->Run([] { return absl::OkStatus(); }).ok());
 }
 
-TEST_F(NativeGateTest, BadInput) {
+TEST_P(NativeGateTest, BadInput) {
   EXPECT_EQ(NativeGate::Create(cluster_->node(0), RemotePtr(), {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto t = LockTable::Create(cluster_->node(1), 1, {LockKind::kALock, {}});
@@ -115,7 +129,7 @@ TEST_F(NativeGateTest, BadInput) {
 
 // The gate word is the lock's l_tail: a gate made over a lock that a native
 // ALock client holds would corrupt that client's queue. Refused.
-TEST_F(NativeGateTest, CreateRefusesALockHeldNatively) {
+TEST_P(NativeGateTest, CreateRefusesALockHeldNatively) {
   const RemotePtr lock = Lock();
   auto client = std::move(*ALockClient::Create(cluster_->node(0), nullptr));
   ASSERT_TRUE(client->Lock(lock, Path::kNative).ok());
@@ -128,7 +142,7 @@ TEST_F(NativeGateTest, CreateRefusesALockHeldNatively) {
 // A NIC holder that does not let go: the native holder's Peterson wait ends
 // with DeadlineExceeded after the timeout, the flag comes down, and once the
 // NIC holder is gone the gate works again.
-TEST_F(NativeGateTest, PetersonWaitBehindANicHolderIsBounded) {
+TEST_P(NativeGateTest, PetersonWaitBehindANicHolderIsBounded) {
   const RemotePtr lock = Lock();
   ClientOptions o;
   o.timeout = std::chrono::milliseconds(50);
@@ -157,7 +171,7 @@ TEST_F(NativeGateTest, PetersonWaitBehindANicHolderIsBounded) {
 // Native threads through the gate, a loopback and a remote ALock client: no
 // two holders overlap, no increment is lost, and with the native threads
 // overlapping the lease is kept between them.
-TEST_F(NativeGateTest, MutualExclusionWithTheNicCohort) {
+TEST_P(NativeGateTest, MutualExclusionWithTheNicCohort) {
   const RemotePtr lock = Lock({.local = 3, .remote = 2});
   auto gate = Gate(lock);
   const RemotePtr data = *cluster_->node(0).Allocate(sizeof(Guarded), 64);
@@ -214,7 +228,7 @@ TEST_F(NativeGateTest, MutualExclusionWithTheNicCohort) {
 // each holder waits, inside its critical section, until the other thread is
 // at the gate, so a waiter is always counted when a holder leaves. The native
 // budget is what makes them give the lock to a waiting NIC thread.
-TEST_F(NativeGateTest, WaitingNicCohortGetsInAfterTheNativeBudget) {
+TEST_P(NativeGateTest, WaitingNicCohortGetsInAfterTheNativeBudget) {
   const RemotePtr lock = Lock({.local = 2, .remote = 1});
   auto gate = Gate(lock);
   std::atomic<bool> stop{false};
@@ -262,9 +276,57 @@ TEST_F(NativeGateTest, WaitingNicCohortGetsInAfterTheNativeBudget) {
   EXPECT_GT(gate->stats().nic_yields, 0u);
 }
 
+// Hundreds of native threads at the gate: every nonzero value of the gate
+// word keeps its low byte nonzero (a NIC READ copying it a byte at a time
+// while it changes from one nonzero value to another must not read 0), the
+// count passes a byte boundary, and everyone gets through.
+TEST_P(NativeGateTest, ManyWaitersKeepTheWordsLowByteNonzero) {
+  const RemotePtr lock = Lock();
+  auto gate = Gate(lock);
+  constexpr int kWaiters = 300;
+  std::latch inside(1), release(1), arrived(kWaiters);
+  std::atomic<int> done{0};
+  std::thread holder([&] {
+    ASSERT_TRUE(gate->Run([&] {
+                      inside.count_down();
+                      release.wait();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  });
+  inside.wait();
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&] {
+      arrived.count_down();
+      EXPECT_TRUE(gate->Run([] { return absl::OkStatus(); }).ok());
+      done.fetch_add(1);
+    });
+  }
+  arrived.wait();
+  // Every waiter counts itself soon after arriving (on a loaded machine a
+  // thread may wait a while for a core): wait for the count, 20 s at most.
+  uint64_t v = Line(lock).l_tail.Load();
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       (v >> 8) != kWaiters && std::chrono::steady_clock::now() < until; v = Line(lock).l_tail.Load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(v >> 8, uint64_t{kWaiters}) << "held with every waiter counted: 0x" << std::hex << v;
+  release.count_down();
+  int bad = 0;
+  while (done.load() < kWaiters) {
+    const uint64_t w = Line(lock).l_tail.Load();
+    if (w != 0 && (w & 0xff) == 0) ++bad;
+  }
+  holder.join();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(bad, 0) << "a nonzero gate word with a zero low byte";
+  EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+}
+
 // A gate held past the timeout: the waiter gives up with DeadlineExceeded,
 // and the holder, seeing nobody left, gives the lease back.
-TEST_F(NativeGateTest, GateWaitIsBounded) {
+TEST_P(NativeGateTest, GateWaitIsBounded) {
   const RemotePtr lock = Lock();
   ClientOptions o;
   o.timeout = std::chrono::milliseconds(50);
@@ -286,6 +348,22 @@ TEST_F(NativeGateTest, GateWaitIsBounded) {
   EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
   EXPECT_EQ(gate->stats().lease_kept, 0u);
 }
+
+std::vector<Fabric> Plain() {
+  std::vector<Fabric> v;
+  for (const std::string& b : rdma::testing::BackendsUnderTest()) v.push_back({b, false});
+  return v;
+}
+std::vector<Fabric> ByteCopies() {
+  std::vector<Fabric> v;
+  for (const std::string& b : rdma::testing::SoftIfUnderTest()) v.push_back({b, true});
+  return v;
+}
+std::string Name(const ::testing::TestParamInfo<Fabric>& info) { return info.param.backend; }
+
+INSTANTIATE_TEST_SUITE_P(Backends, NativeGateTest, ::testing::ValuesIn(Plain()), Name);
+INSTANTIATE_TEST_SUITE_P(ByteCopies, NativeGateTest, ::testing::ValuesIn(ByteCopies()), Name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NativeGateTest);
 
 }  // namespace
 }  // namespace locks

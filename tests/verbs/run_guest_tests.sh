@@ -39,6 +39,7 @@ GUEST_TESTS=(
   //tests/verbs:two_node_test
   //tests/locks:mutual_exclusion_test
   //tests/locks:alock_fairness_test
+  //tests/locks:native_gate_test
   //tests/structures:hash_map_test
   //tests/structures:hash_map_lincheck_test
   //tests/structures:hash_map_two_node_test
