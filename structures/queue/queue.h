@@ -21,9 +21,10 @@
 // Paths (per operation, rdma::Path):
 //   native    the home is the client's node (kAuto or kNative): CPU loads,
 //             stores, and the ring's lock through this process's native gate
-//             for it (locks/native_gate.h: unfair among native threads, and
-//             the ALock stays with the native side while they keep coming,
-//             up to its budget when NIC threads wait). No NIC op.
+//             for it (locks/native_gate.h: unfair among native threads, its
+//             word is the ALock's native flag, and the ALock stays with the
+//             native side while they keep coming, up to its budget when NIC
+//             threads wait). No NIC op; two CPU CASes on the lock word.
 //   loopback  the home is the client's node and path == kLoopback: the NIC
 //             path over the loopback QP.
 //   remote    the home is another node: one-sided RDMA, no RPC, no help from
@@ -33,7 +34,8 @@
 //   producers serialize on the ring's tail ALock, consumers on its head ALock,
 //   so producers and consumers do not contend with each other. The Queue
 //   owns one native gate per local ring and side, shared by its native
-//   clients: destroy the clients before the Queue. Each slot has
+//   clients (they take the ring's locks through it, never otherwise):
+//   destroy the clients before the Queue. Each slot has
 //   a seq word, published by the producer after its payload (natively a
 //   release store after the payload stores; over the NIC a later WRITE on the
 //   same QP) and freed by the consumer after reading it. Enqueue takes effect
@@ -57,7 +59,8 @@
 //
 // Errors: InvalidArgument (bad options, a node out of range, a batch of 0 or
 // more than the capacity, a path that cannot be honoured); FailedPrecondition
-// (the client's node is shut down; a NIC path without a Session);
+// (the client's node is shut down; a NIC path without a Session; a native
+// operation by a client that has no gate for the ring);
 // Unavailable (the home is a node of this process that is shut down);
 // DataLoss (a slot's seq word stayed neither free nor full: a writer broke the
 // protocol). Full and empty are results, not errors. Lock waits are bounded
