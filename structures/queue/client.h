@@ -52,10 +52,10 @@ class QueueClient {
   static constexpr size_t kW = L::kValueWords;
 
  public:
-  // `gates`: the Queue's native gates, shared by its native clients (null:
-  // native operations take ALock's native cohort directly).
-  QueueClient(StructureClient common, uint64_t capacity,
-              std::shared_ptr<const queue_internal::NativeGates> gates = nullptr)
+  // `gates`: the Queue's native gates, shared by its native clients; native
+  // operations go through them only (without a gate for a ring they fail with
+  // FailedPrecondition).
+  QueueClient(StructureClient common, uint64_t capacity, std::shared_ptr<const queue_internal::NativeGates> gates)
       : c_(std::move(common)),
         l_{capacity},
         gates_(std::move(gates)),

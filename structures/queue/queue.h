@@ -189,7 +189,7 @@ class Queue {
         lock_timeout_(options.lock_timeout) {}
 
   PartDirectory parts_;
-  // Declared after parts_: destroyed first (their lease descriptors live in
+  // Declared after parts_: destroyed first (they refer to the lock words in
   // the arenas). Shared with the clients.
   std::shared_ptr<const queue_internal::NativeGates> gates_;
   uint64_t capacity_ = 0;
