@@ -14,6 +14,10 @@
 // operations that moved a value, all threads together, wall-clock):
 //   native/<q>/1p1c       2 threads on node 0: thread 0 enqueues, thread 1 dequeues
 //   native/<q>/2both      2 threads on node 0, each enqueue then dequeue
+//   native/queue/2both_park
+//                         the same on a queue whose native waiters park
+//                         (QueueOptions::native_park = 20 us) instead of
+//                         yielding
 //   {loopback,remote}/queue/{1p1c,2both}
 //                         the same through the NIC (threads on node 0 over
 //                         loopback, or on node 1)
@@ -30,6 +34,8 @@
 //                         (yields) while it has moved more than 1/9 of what
 //                         the native threads moved: remote operations are
 //                         about 10% of all (issue 12's mixed target)
+//   mixed/queue/2native_1remote_10pct_park
+//                         the same on the parking queue
 // Every run of a benchmark starts from an empty queue: thread 0 drains the
 // shared queue (ours, boost's or the deque) before the timed loop, which the
 // other threads enter only together with it (Google Benchmark's start
@@ -47,6 +53,7 @@
 // unless --benchmark_min_time is given.
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -126,10 +133,14 @@ class BoostQueue {
   boost::lockfree::queue<Value32, boost::lockfree::fixed_sized<true>> q_;
 };
 
+// The park of the `_park` rows' queue (QueueOptions::native_park).
+constexpr std::chrono::microseconds kPark{20};
+
 struct Env {
   absl::Status status;  // why the queue benchmarks are skipped, if they are
   std::unique_ptr<rdma::Cluster> cluster;
   std::unique_ptr<Queue> queue;
+  std::unique_ptr<Queue> parked;  // the same, with QueueOptions::native_park = kPark
   std::unique_ptr<MutexDeque> deque;
   std::unique_ptr<BoostQueue> boost;
 };
@@ -160,6 +171,13 @@ Env& GetEnv() {
       return;
     }
     g_env->queue = std::make_unique<Queue>(std::move(*q));
+    qo.native_park = kPark;
+    auto parked = Queue::Create(*g_env->cluster, qo);
+    if (!parked.ok()) {
+      g_env->status = parked.status();
+      return;
+    }
+    g_env->parked = std::make_unique<Queue>(std::move(*parked));
   });
   return *g_env;
 }
@@ -217,7 +235,7 @@ enum class Mode { k1p1c, k2Both, kBatch, kMixed, kMixed10 };
 // iterations (the remote thread paces itself by it).
 std::atomic<int64_t> g_native_moved{0};
 
-void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t batch) {
+void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t batch, bool park = false) {
   Env& env = GetEnv();
   if (!env.status.ok()) {
     state.SkipWithError(env.status.ToString().c_str());
@@ -239,7 +257,7 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   // costs a second READ or WRITE): the counts per op are the uncontended
   // ones the tests assert, however few the iterations.
   std::unique_ptr<Queue> own;
-  Queue* queue = env.queue.get();
+  Queue* queue = park ? env.parked.get() : env.queue.get();
   if (mode == Mode::kBatch) {
     structures::QueueOptions qo;
     qo.capacity = g_capacity;
@@ -345,6 +363,10 @@ void Register(bool set_min_time) {
   finish(benchmark::RegisterBenchmark("native/queue/2both",
                                       [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1); }),
          2);
+  finish(benchmark::RegisterBenchmark(
+             "native/queue/2both_park",
+             [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1, /*park=*/true); }),
+         2);
   finish(benchmark::RegisterBenchmark("native/boost_lockfree/2both",
                                       [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, false); }),
          2);
@@ -368,6 +390,10 @@ void Register(bool set_min_time) {
   finish(benchmark::RegisterBenchmark(
              "mixed/queue/2native_1remote_10pct",
              [](benchmark::State& s) { BM_Queue(s, Mode::kMixed10, structures::Path::kNative, 1); }),
+         3);
+  finish(benchmark::RegisterBenchmark(
+             "mixed/queue/2native_1remote_10pct_park",
+             [](benchmark::State& s) { BM_Queue(s, Mode::kMixed10, structures::Path::kNative, 1, /*park=*/true); }),
          3);
   for (auto [name, path] : {std::pair{"native", structures::Path::kNative},
                             std::pair{"loopback", structures::Path::kLoopback},
@@ -402,9 +428,10 @@ int main(int argc, char** argv) {
     return true;
   };
   spec.register_benchmarks = Register;
-  spec.teardown = [] {  // queue before cluster
+  spec.teardown = [] {  // queues before cluster
     if (g_env == nullptr) return;
     g_env->queue.reset();
+    g_env->parked.reset();
     g_env->cluster.reset();
     delete g_env;
   };

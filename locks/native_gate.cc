@@ -16,7 +16,11 @@
 namespace locks {
 
 absl::StatusOr<std::unique_ptr<NativeGate>> NativeGate::Create(rdma::Node& node, rdma::RemotePtr lock,
-                                                               const ClientOptions& options) {
+                                                               const ClientOptions& options,
+                                                               const NativeGateOptions& gate_options) {
+  if (gate_options.park < std::chrono::microseconds::zero()) {
+    return absl::InvalidArgumentError("NativeGate: NativeGateOptions::park must not be negative");
+  }
   if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
   if (lock.node() != node.id()) {
     return absl::InvalidArgumentError(absl::StrCat("NativeGate: the lock lives on node ", lock.node(),
@@ -28,7 +32,13 @@ absl::StatusOr<std::unique_ptr<NativeGate>> NativeGate::Create(rdma::Node& node,
                                                       " is held natively (l_tail = 0x", absl::Hex(l),
                                                       "); make the gate before any native thread takes it"));
   }
-  return std::unique_ptr<NativeGate>(new NativeGate(lock, options));
+  return std::unique_ptr<NativeGate>(new NativeGate(lock, options, gate_options));
+}
+
+absl::Status NativeGate::GateTimeout() const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "NativeGate: the other native threads held lock ", lock_.node(), ":0x", absl::Hex(lock_.address()),
+      " for longer than ", absl::FormatDuration(absl::FromChrono(options_.timeout)), " (ClientOptions::timeout)"));
 }
 
 absl::Status NativeGate::Enter() {
@@ -37,40 +47,65 @@ absl::Status NativeGate::Enter() {
   // after it (ALock's Peterson; docs/design.md §4).
   uint64_t s = 0;
   if (word.CompareExchange(s, kPresent | kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
-  // Count myself as a waiter (the holder keeps the lease for me), with
-  // kPresent set: the word may have gone to 0 meanwhile.
-  while (!word.CompareExchange(s, (s + kOneWaiter) | kPresent, std::memory_order_seq_cst)) {
-  }
-  s = (s + kOneWaiter) | kPresent;
-  // Exponential backoff, then yields: a waiter that re-reads the gate word
-  // less often leaves its line (and the critical section's) with the holder.
-  constexpr int kBackoffRounds = 7;  // up to 2^7 pauses between reads
-  int round = 0;
+  const bool parking = gate_options_.park > std::chrono::microseconds::zero();
+  bool deadline_set = false;
   std::chrono::steady_clock::time_point deadline{};
-  for (;;) {
-    if ((s & kHeld) == 0) {
-      // Free: take it and stop counting myself, in one CAS.
-      if (word.CompareExchange(s, s - kOneWaiter + kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
-      continue;  // `s` holds the new value
+  auto past_deadline = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    if (!deadline_set) {
+      deadline_set = true;
+      deadline = now + options_.timeout;
     }
-    if (round < kBackoffRounds) {
-      for (int i = 0; i < (1 << round); ++i) lock_internal::CpuRelax();
-    } else {
-      if (round == kBackoffRounds) deadline = std::chrono::steady_clock::now() + options_.timeout;
-      std::this_thread::yield();
-      if ((round & 15) == 0 && std::chrono::steady_clock::now() > deadline) {
-        // Leave only while the gate is held: its holder's release CAS then
-        // sees that I am gone (and lowers the flag if nobody is left).
-        if (word.CompareExchange(s, s - kOneWaiter, std::memory_order_relaxed)) {
-          return absl::DeadlineExceededError(absl::StrCat(
-              "NativeGate: the other native threads held lock ", lock_.node(), ":0x", absl::Hex(lock_.address()),
-              " for longer than ", absl::FormatDuration(absl::FromChrono(options_.timeout)),
-              " (ClientOptions::timeout)"));
-        }
-        continue;
+    return now > deadline;
+  };
+  for (;;) {
+    // Take the word if it is 0, else count myself as a waiter (the holder
+    // keeps the lease for me), with kPresent set.
+    for (;;) {
+      if (s == 0) {
+        if (word.CompareExchange(s, kPresent | kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
+      } else if (word.CompareExchange(s, (s + kOneWaiter) | kPresent, std::memory_order_seq_cst)) {
+        s = (s + kOneWaiter) | kPresent;
+        break;
       }
     }
-    ++round;
+    // Counted. Exponential backoff between reads: a waiter that re-reads the
+    // gate word less often leaves its line (and the critical section's) with
+    // the holder. When the gate is free, take it and stop counting myself,
+    // in one CAS. Still held after the backoff:
+    //  * without parking, yield and look again, still counted; on timeout
+    //    un-count myself, only while the gate is held (so that its holder's
+    //    release CAS sees that I am gone), and give up;
+    //  * parking: un-count myself (again only while the gate is held) and
+    //    sleep. A parked thread is not native presence: it keeps no lease,
+    //    no flag up and no NIC waiter out while it sleeps.
+    constexpr int kBackoffRounds = 7;  // up to 2^7 pauses between reads
+    for (int round = 0;;) {
+      if ((s & kHeld) == 0) {
+        if (word.CompareExchange(s, s - kOneWaiter + kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
+        continue;  // `s` holds the new value
+      }
+      if (round < kBackoffRounds) {
+        for (int i = 0; i < (1 << round); ++i) lock_internal::CpuRelax();
+        ++round;
+        s = word.Load(std::memory_order_relaxed);
+        continue;
+      }
+      if (parking) {
+        if (word.CompareExchange(s, s - kOneWaiter, std::memory_order_relaxed)) break;
+        continue;  // `s` holds the new value
+      }
+      std::this_thread::yield();
+      if ((++round & 15) == 0 && past_deadline()) {
+        if (word.CompareExchange(s, s - kOneWaiter, std::memory_order_relaxed)) return GateTimeout();
+        continue;
+      }
+      s = word.Load(std::memory_order_relaxed);
+    }
+    // Parked: not counted.
+    if (past_deadline()) return GateTimeout();
+    parks_.fetch_add(1, std::memory_order_relaxed);
+    std::this_thread::sleep_for(gate_options_.park);
     s = word.Load(std::memory_order_relaxed);
   }
 }

@@ -61,8 +61,8 @@ class NativeGateTest : public ::testing::TestWithParam<Fabric> {
     tables_.push_back(std::move(*t));
     return tables_.back().at(0);
   }
-  std::unique_ptr<NativeGate> Gate(RemotePtr lock, ClientOptions o = {}) {
-    auto g = NativeGate::Create(cluster_->node(0), lock, o);
+  std::unique_ptr<NativeGate> Gate(RemotePtr lock, ClientOptions o = {}, NativeGateOptions go = {}) {
+    auto g = NativeGate::Create(cluster_->node(0), lock, o, go);
     EXPECT_TRUE(g.ok()) << g.status();
     return g.ok() ? std::move(*g) : nullptr;
   }
@@ -125,6 +125,8 @@ TEST_P(NativeGateTest, BadInput) {
   ASSERT_TRUE(t.ok());
   const auto other = NativeGate::Create(cluster_->node(0), t->at(0), {});
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument) << other.status();
+  const auto negative = NativeGate::Create(cluster_->node(0), Lock(), {}, {.park = std::chrono::microseconds(-1)});
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument) << negative.status();
 }
 
 // The gate word is the lock's l_tail: a gate made over a lock that a native
@@ -324,29 +326,99 @@ TEST_P(NativeGateTest, ManyWaitersKeepTheWordsLowByteNonzero) {
   EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
 }
 
+// A waiter that finds the gate held after its spins: without parking it
+// stays counted, so the holder keeps the lease for it; parking, it
+// un-counts itself and sleeps, so the holder leaving with nobody counted
+// lowers the flag (a sleeping thread keeps no NIC waiter out). Either way it
+// gets the gate once the holder is gone.
+TEST_P(NativeGateTest, ParkedWaiterKeepsNoLease) {
+  for (const bool park : {false, true}) {
+    SCOPED_TRACE(park ? "parking" : "yielding");
+    const RemotePtr lock = Lock();
+    NativeGateOptions go;
+    if (park) go.park = std::chrono::microseconds(50);
+    auto gate = Gate(lock, {}, go);
+    std::latch inside(1), release(1);
+    std::thread holder([&] {
+      ASSERT_TRUE(gate->Run([&] {
+                        inside.count_down();
+                        release.wait();
+                        return absl::OkStatus();
+                      })
+                      .ok());
+    });
+    inside.wait();
+    std::atomic<bool> waiter_done{false};
+    std::thread waiter([&] {
+      EXPECT_TRUE(gate->Run([] { return absl::OkStatus(); }).ok());
+      waiter_done.store(true);
+    });
+    // Parking: wait until it has parked (counted no more). Yielding: it
+    // stays counted; look for 50 ms that it does.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    bool counted_seen = false;
+    while (std::chrono::steady_clock::now() < until) {
+      if (park && gate->parks() > 0) break;
+      if (!park && (Line(lock).l_tail.Load() >> 8) == 1) {
+        counted_seen = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        EXPECT_EQ(Line(lock).l_tail.Load() >> 8, 1u) << "a yielding waiter stopped counting itself";
+        break;
+      }
+      std::this_thread::yield();
+    }
+    if (park) {
+      EXPECT_GT(gate->parks(), 0u) << "the waiter never parked";
+      // Between its spins, the parked waiter is not counted: the word reads
+      // "held, nobody waiting".
+      bool uncounted_seen = false;
+      for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+           !uncounted_seen && std::chrono::steady_clock::now() < end;) {
+        uncounted_seen = Line(lock).l_tail.Load() == 3u;
+      }
+      EXPECT_TRUE(uncounted_seen) << "a parked waiter still counted itself";
+    } else {
+      EXPECT_TRUE(counted_seen) << "the waiter never counted itself";
+    }
+    release.count_down();
+    holder.join();
+    waiter.join();
+    EXPECT_TRUE(waiter_done.load());
+    EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+    EXPECT_EQ(gate->stats().runs, 2u);
+    if (!park) {
+      EXPECT_EQ(gate->parks(), 0u);
+      EXPECT_EQ(gate->stats().lease_kept, 1u) << "the holder left without keeping the lease for its waiter";
+    }
+  }
+}
+
 // A gate held past the timeout: the waiter gives up with DeadlineExceeded,
 // and the holder, seeing nobody left, gives the lease back.
 TEST_P(NativeGateTest, GateWaitIsBounded) {
-  const RemotePtr lock = Lock();
-  ClientOptions o;
-  o.timeout = std::chrono::milliseconds(50);
-  auto gate = Gate(lock, o);
-  std::latch inside(1), waiter_done(1);
-  std::thread holder([&] {
-    ASSERT_TRUE(gate->Run([&] {
-                      inside.count_down();
-                      waiter_done.wait();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-  });
-  inside.wait();
-  const absl::Status s = gate->Run([] { return absl::OkStatus(); });
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  waiter_done.count_down();
-  holder.join();
-  EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
-  EXPECT_EQ(gate->stats().lease_kept, 0u);
+  for (const auto park : {std::chrono::microseconds(0), std::chrono::microseconds(50)}) {
+    SCOPED_TRACE(park.count() > 0 ? "parking" : "yielding");
+    const RemotePtr lock = Lock();
+    ClientOptions o;
+    o.timeout = std::chrono::milliseconds(50);
+    auto gate = Gate(lock, o, {.park = park});
+    std::latch inside(1), waiter_done(1);
+    std::thread holder([&] {
+      ASSERT_TRUE(gate->Run([&] {
+                        inside.count_down();
+                        waiter_done.wait();
+                        return absl::OkStatus();
+                      })
+                      .ok());
+    });
+    inside.wait();
+    const absl::Status s = gate->Run([] { return absl::OkStatus(); });
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    waiter_done.count_down();
+    holder.join();
+    EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
+    EXPECT_EQ(gate->stats().lease_kept, 0u);
+  }
 }
 
 std::vector<Fabric> Plain() {

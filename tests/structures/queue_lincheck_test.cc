@@ -69,6 +69,19 @@ TEST_P(QueueLincheckTest, MixedPathsWithBatches) {
   CheckUnbounded(c);
 }
 
+// Native waiters that park (QueueOptions::native_park) instead of yielding:
+// two native threads both producing and consuming, so that they meet at the
+// gates and park, next to the loopback and remote threads.
+TEST_P(QueueLincheckTest, MixedPathsWithParkingNatives) {
+  QueueStressConfig c = Mixed(4);
+  c.native_park = std::chrono::microseconds(20);
+  for (int w : {0, 1}) {
+    c.workers[w].role = QueueWorker::kBoth;
+    c.workers[w].think = std::chrono::microseconds(0);  // so that they meet at the gates
+  }
+  CheckUnbounded(c);
+}
+
 // A ring of 3 slots, kept at full and at empty, wrapped many times: many
 // short runs (the generic search copes with a few dozen operations), each
 // checked against the bounded model.

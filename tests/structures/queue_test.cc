@@ -167,6 +167,9 @@ TEST_P(QueueTest, BadInput) {
   QueueOptions no_timeout;
   no_timeout.lock_timeout = std::chrono::seconds(0);
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, no_timeout).status().code(), absl::StatusCode::kInvalidArgument);
+  QueueOptions negative_park;
+  negative_park.native_park = std::chrono::microseconds(-1);
+  EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, negative_park).status().code(), absl::StatusCode::kInvalidArgument);
   QueueOptions bad_budget;
   bad_budget.budgets.remote = 0;
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, bad_budget).status().code(), absl::StatusCode::kInvalidArgument);
