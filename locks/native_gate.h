@@ -91,8 +91,8 @@ struct NativeGateOptions {
   // the kernel's timer slack (typically 50 us), before looking again. Native
   // threads that take the same gates back to back then run in bursts, one
   // alone while the others sleep, as behind a std::mutex: a queue's 2 native
-  // threads that both enqueue and dequeue move about 40% more values, but
-  // native threads next to NIC threads lose 20-30% (README, "Queue").
+  // threads that both enqueue and dequeue move 30-130% more values, but
+  // native threads next to NIC threads lose 20-50% (README, "Queue").
   std::chrono::microseconds park{0};
 };
 

@@ -104,8 +104,8 @@ struct QueueOptions {
   // of this process (locks::NativeGateOptions::park): 0 (the default) spin,
   // then yield; > 0 spin, then sleep about this long plus the timer slack.
   // Parking suits native-only workloads where several threads take the same
-  // side back to back (2 threads that both enqueue and dequeue: about 40%
-  // more values); next to NIC threads it costs the native threads 20-30%
+  // side back to back (2 threads that both enqueue and dequeue: 30-130%
+  // more values); next to NIC threads it costs the native threads 20-50%
   // (README, "Queue").
   std::chrono::microseconds native_park{0};
 };
