@@ -39,6 +39,36 @@ struct alignas(64) Guarded {
   rdma::PlainWord b;
 };
 
+// A thread that runs a step through `gate` and stays inside it until
+// Release(): constructed, the gate is held.
+class GateHolder {
+ public:
+  explicit GateHolder(NativeGate& gate)
+      : thread_([this, &gate] {
+          EXPECT_TRUE(gate.Run([this] {
+                            inside_.count_down();
+                            release_.wait();
+                            return absl::OkStatus();
+                          })
+                          .ok());
+        }) {
+    inside_.wait();
+  }
+  GateHolder(const GateHolder&) = delete;
+  GateHolder& operator=(const GateHolder&) = delete;
+  ~GateHolder() { Release(); }
+  // Leaves the gate and waits for the thread to end.
+  void Release() {
+    if (!thread_.joinable()) return;
+    release_.count_down();
+    thread_.join();
+  }
+
+ private:
+  std::latch inside_{1}, release_{1};
+  std::thread thread_;  // last: it uses the latches
+};
+
 // The backend, and whether the soft NIC copies payloads a byte at a time
 // (as rxe does), so that NIC READs of l_tail may mix old and new bytes.
 struct Fabric {
@@ -286,17 +316,9 @@ TEST_P(NativeGateTest, ManyWaitersKeepTheWordsLowByteNonzero) {
   const RemotePtr lock = Lock();
   auto gate = Gate(lock);
   constexpr int kWaiters = 300;
-  std::latch inside(1), release(1), arrived(kWaiters);
+  std::latch arrived(kWaiters);
   std::atomic<int> done{0};
-  std::thread holder([&] {
-    ASSERT_TRUE(gate->Run([&] {
-                      inside.count_down();
-                      release.wait();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-  });
-  inside.wait();
+  GateHolder holder(*gate);
   std::vector<std::thread> waiters;
   for (int i = 0; i < kWaiters; ++i) {
     waiters.emplace_back([&] {
@@ -314,13 +336,12 @@ TEST_P(NativeGateTest, ManyWaitersKeepTheWordsLowByteNonzero) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(v >> 8, uint64_t{kWaiters}) << "held with every waiter counted: 0x" << std::hex << v;
-  release.count_down();
+  holder.Release();
   int bad = 0;
   while (done.load() < kWaiters) {
     const uint64_t w = Line(lock).l_tail.Load();
     if (w != 0 && (w & 0xff) == 0) ++bad;
   }
-  holder.join();
   for (auto& t : waiters) t.join();
   EXPECT_EQ(bad, 0) << "a nonzero gate word with a zero low byte";
   EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
@@ -338,16 +359,7 @@ TEST_P(NativeGateTest, ParkedWaiterKeepsNoLease) {
     NativeGateOptions go;
     if (park) go.park = std::chrono::microseconds(50);
     auto gate = Gate(lock, {}, go);
-    std::latch inside(1), release(1);
-    std::thread holder([&] {
-      ASSERT_TRUE(gate->Run([&] {
-                        inside.count_down();
-                        release.wait();
-                        return absl::OkStatus();
-                      })
-                      .ok());
-    });
-    inside.wait();
+    GateHolder holder(*gate);
     std::atomic<bool> waiter_done{false};
     std::thread waiter([&] {
       EXPECT_TRUE(gate->Run([] { return absl::OkStatus(); }).ok());
@@ -380,8 +392,7 @@ TEST_P(NativeGateTest, ParkedWaiterKeepsNoLease) {
     } else {
       EXPECT_TRUE(counted_seen) << "the waiter never counted itself";
     }
-    release.count_down();
-    holder.join();
+    holder.Release();
     waiter.join();
     EXPECT_TRUE(waiter_done.load());
     EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
@@ -402,20 +413,10 @@ TEST_P(NativeGateTest, GateWaitIsBounded) {
     ClientOptions o;
     o.timeout = std::chrono::milliseconds(50);
     auto gate = Gate(lock, o, {.park = park});
-    std::latch inside(1), waiter_done(1);
-    std::thread holder([&] {
-      ASSERT_TRUE(gate->Run([&] {
-                        inside.count_down();
-                        waiter_done.wait();
-                        return absl::OkStatus();
-                      })
-                      .ok());
-    });
-    inside.wait();
+    GateHolder holder(*gate);
     const absl::Status s = gate->Run([] { return absl::OkStatus(); });
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    waiter_done.count_down();
-    holder.join();
+    holder.Release();
     EXPECT_EQ(Line(lock).l_tail.Load(), 0u);
     EXPECT_EQ(gate->stats().lease_kept, 0u);
   }
