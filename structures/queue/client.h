@@ -150,10 +150,6 @@ class QueueClient {
   template <typename Step>
   absl::Status Locked(const Route& r, bool producer, size_t k, Step&& step) {
     current_home_ = r.home;
-    const auto hdr = rdma::RemoteRef<queue_internal::Header>::At(r.base);
-    const rdma::RemotePtr lock =
-        (producer ? hdr.Field(&queue_internal::Header::tail_lock) : hdr.Field(&queue_internal::Header::head_lock))
-            .ptr();
     if (r.native()) {
       queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, producer);
       if constexpr (!Policy::kNativeUsesItsDomain) {  // test-only mutant
@@ -171,6 +167,10 @@ class QueueClient {
       }
       return gate->Run([&] { return step(ring); });
     }
+    const auto hdr = rdma::RemoteRef<queue_internal::Header>::At(r.base);
+    const rdma::RemotePtr lock =
+        (producer ? hdr.Field(&queue_internal::Header::tail_lock) : hdr.Field(&queue_internal::Header::head_lock))
+            .ptr();
     queue_internal::RemoteRing<V> ring(*c_.session(), r.base, l_, producer);
     const uint64_t& guess = Guess(producer);
     const size_t n = static_cast<size_t>(std::min<uint64_t>(k, l_.capacity - l_.Slot(guess)));

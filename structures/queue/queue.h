@@ -155,13 +155,13 @@ class Queue {
     // One native gate per local ring and side: what this process's native
     // clients share (locks/native_gate.h).
     auto gates = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(peers.num_nodes()));
-    locks::ClientOptions gate_options;
-    gate_options.timeout = options.lock_timeout;
+    locks::ClientOptions lock_options;
+    lock_options.timeout = options.lock_timeout;
     for (rdma::Node* node : local_nodes) {
       const rdma::RemotePtr base = parts->local_base(node->id());
       for (const bool producer : {true, false}) {
         absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
-            locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), gate_options,
+            locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), lock_options,
                                       {.park = options.native_park});
         if (!gate.ok()) return gate.status();
         (*gates)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
