@@ -189,6 +189,13 @@ class Queue {
   }
 
   uint64_t capacity() const { return capacity_; }
+  // Times this process's native threads parked at its rings' gates
+  // (QueueOptions::native_park; always 0 without it). Any time, any thread.
+  uint64_t native_parks() const {
+    uint64_t n = 0;
+    for (const auto& g : *gates_) n += g != nullptr ? g->parks() : 0;
+    return n;
+  }
   int num_nodes() const { return parts_.num_nodes(); }
   // Bytes of one node's ring in its arena.
   uint64_t part_bytes() const { return L{capacity_}.part_bytes(); }

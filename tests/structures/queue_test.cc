@@ -4,12 +4,15 @@
 // the per-operation NIC costs. Backends from RDMADS_FABRICS (default soft),
 // so the same binary runs on verbs in the Soft-RoCE guest.
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -215,6 +218,58 @@ TEST_P(QueueTest, ShutDownNodes) {
 
 // Multi-process style: each node creates only its own ring; clients find the
 // other rings through their sessions.
+// QueueOptions::native_park reaches the rings' gates: two native threads
+// that both enqueue and dequeue meet at a gate (each keeps going until one
+// has parked, at most 20 s) and every value comes out once; without the
+// option nobody parks.
+TEST_P(QueueTest, NativeParkReachesTheGates) {
+  for (const auto park : {std::chrono::microseconds(0), std::chrono::microseconds(20)}) {
+    SCOPED_TRACE(park.count() > 0 ? "parking" : "yielding");
+    Env e = MakeEnv(GetParam(), 1);
+    ASSERT_NE(e.session, nullptr);
+    QueueOptions o = Capacity(64);
+    o.native_park = park;
+    auto q = Queue<uint64_t>::Create(*e.cluster, o);
+    ASSERT_TRUE(q.ok()) << q.status();
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> in{0}, out{0};
+    auto worker = [&](uint64_t base) {
+      auto c = q->NewClient(e.cluster->node(0), nullptr);
+      ASSERT_TRUE(c.ok()) << c.status();
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed) && i < 2000000; ++i) {
+        absl::StatusOr<bool> ok = (*c)->Enqueue(0, base + i);
+        ASSERT_TRUE(ok.ok()) << ok.status();
+        if (*ok) in.fetch_add(1, std::memory_order_relaxed);
+        absl::StatusOr<std::optional<uint64_t>> v = (*c)->Dequeue(0);
+        ASSERT_TRUE(v.ok()) << v.status();
+        if (v->has_value()) out.fetch_add(1, std::memory_order_relaxed);
+      }
+    };
+    std::thread a(worker, uint64_t{1} << 40), b(worker, uint64_t{2} << 40);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(park.count() > 0 ? 20 : 1);
+    while (q->native_parks() == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    stop.store(true);
+    a.join();
+    b.join();
+    auto c = q->NewClient(e.cluster->node(0), nullptr);
+    ASSERT_TRUE(c.ok());
+    for (;;) {
+      absl::StatusOr<std::optional<uint64_t>> v = (*c)->Dequeue(0);
+      ASSERT_TRUE(v.ok()) << v.status();
+      if (!v->has_value()) break;
+      out.fetch_add(1);
+    }
+    EXPECT_EQ(in.load(), out.load());
+    if (park.count() > 0) {
+      EXPECT_GT(q->native_parks(), 0u) << "two native threads never parked at a gate in 20 s";
+    } else {
+      EXPECT_EQ(q->native_parks(), 0u);
+    }
+  }
+}
+
 TEST_P(QueueTest, LocalPartsAgreeOnLayout) {
   auto cluster = rdma::testing::MakeCluster(GetParam(), 2, 8 << 20);
   ASSERT_NE(cluster, nullptr);
