@@ -420,20 +420,29 @@ inline constexpr size_t ScanSlot(int side, size_t start, size_t j) {
 // test-only mutant; never for readers in production). A state word whose
 // epoch bits are not `epoch` ends the scan with kStale (see ScanWindows).
 // The miss path's check of the other occupied slots (bit i of `others`: slot
-// i): each read again in full, it must match its checksum and not hold `key`.
-// Out of line: hits never get here.
+// i): each read again in full, it must match its checksum and not hold `key`
+// (else kTorn: read again), and its state word, like every state word a
+// reader looks at, must carry epoch bits `epoch` when `check_epoch` (else
+// kStale). The epoch check matters here: a reader that loaded a slot's state
+// word before a split restamped the slot (old epoch, occupied by the key
+// being moved out) and its key word after (0) counts the slot as another
+// key's; read again, the slot is a consistent empty tuple of the next epoch,
+// which passes the checksum. Without the check the scan would say "absent"
+// of a key the split had already placed in the new segment. kAbsent when
+// every slot passes. Out of line: hits never get here.
 template <typename V, typename WordAt>
-bool OthersValid(WordAt& word, uint64_t key, uint32_t others) {
+Lookup::Kind OthersValid(WordAt& word, uint64_t key, uint32_t others, uint64_t epoch, bool check_epoch) {
   using L = SlotLayout<V>;
   for (size_t i = 0; others != 0; ++i, others >>= 1) {
     if ((others & 1) == 0) continue;
     uint64_t w[L::kWords];
     for (size_t x = 0; x < L::kWords; ++x) w[x] = word(i, x);
     if (L::Checksum(w) != w[L::kChecksumWord] || (L::Occupied(w[L::kStateWord]) && w[L::kKeyWord] == key)) {
-      return false;  // torn, or k arrived meanwhile: read again
+      return Lookup::kTorn;  // torn, or k arrived meanwhile: read again
     }
+    if (check_epoch && (w[L::kStateWord] & kEpochMask) != epoch) return Lookup::kStale;
   }
-  return true;
+  return Lookup::kAbsent;
 }
 
 // Always inlined (into the native Get, it is the whole read): the found
@@ -471,7 +480,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindow(WordAt&& word, uint64_t ke
     r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
     return r;
   }
-  r.kind = verify && others != 0 && !OthersValid<V>(word, key, others) ? Lookup::kTorn : Lookup::kAbsent;
+  r.kind = verify && others != 0 ? OthersValid<V>(word, key, others, epoch, /*check_epoch=*/true) : Lookup::kAbsent;
   return r;
 }
 
@@ -531,9 +540,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&
     if (probe(word0, 0, step)) return r;
     if (windows > 1 && probe(word1, 1, step)) return r;
   }
-  const bool valid = !verify || ((others[0] == 0 || OthersValid<V>(word0, key, others[0])) &&
-                                 (others[1] == 0 || OthersValid<V>(word1, key, others[1])));
-  r.kind = valid ? Lookup::kAbsent : Lookup::kTorn;
+  r.kind = Lookup::kAbsent;
+  if (verify && others[0] != 0) r.kind = OthersValid<V>(word0, key, others[0], epoch, check_epoch);
+  if (verify && others[1] != 0 && r.kind == Lookup::kAbsent) {
+    r.kind = OthersValid<V>(word1, key, others[1], epoch, check_epoch);
+  }
   return r;
 }
 

@@ -1,0 +1,162 @@
+// The hash map's reader scan (structures/hash_map/layout.h, ScanWindows and
+// ScanWindow) over scripted word accessors: each test fixes exactly which
+// version of a slot every load returns, so an interleaving that a stress run
+// meets once in many runs is replayed on every run.
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "structures/hash_map/layout.h"
+
+namespace structures::hash_map_internal {
+namespace {
+
+using L = SlotLayout<uint64_t>;
+constexpr uint64_t kKey = 0x1234567890abcdefULL;
+constexpr uint64_t kOtherKey = 42;
+
+// A window's slots as plain words (zero = every slot empty, epoch 0).
+struct Window {
+  std::vector<uint64_t> words = std::vector<uint64_t>(L::kWindowWords, 0);
+  uint64_t* slot(size_t i) { return words.data() + i * L::kWords; }
+  void Put(size_t i, uint64_t key, uint64_t value) {
+    uint64_t* s = slot(i);
+    L::MakeSlot(s[L::kStateWord], key, &value, s);
+  }
+};
+
+// A split's rewrite of an old-segment slot whose key moved out: next version,
+// epoch `epoch`, empty, a checksum that matches (what the splitter stores).
+std::vector<uint64_t> MovedOut(const uint64_t* old, int epoch) {
+  std::vector<uint64_t> t(L::kWords, 0);
+  t[L::kStateWord] = L::Restamped(old[L::kStateWord], epoch, /*occupied=*/false);
+  t[L::kChecksumWord] = L::Checksum(t.data());
+  return t;
+}
+
+// Loads of window `w`'s words, except that slot `racy` answers its first
+// `switch_after` loads from `before` and every later load from `after`: with
+// 1, a writer's stores landed between the reader's state and key loads; with
+// 2, between the scan's key load and the miss path's re-read.
+struct RacyWindow {
+  const Window& w;
+  size_t racy;
+  std::vector<uint64_t> before, after;
+  int switch_after = 1;
+  int loads_of_racy = 0;
+  uint64_t operator()(size_t slot, size_t word) {
+    if (slot != racy) return w.words[slot * L::kWords + word];
+    return (loads_of_racy++ < switch_after ? before : after)[word];
+  }
+};
+
+Placement TwoUnits() {
+  Placement p;
+  p.c[0] = {0, 0};
+  p.c[1] = {1, 0};
+  p.start = 0;
+  return p;
+}
+
+// A split moved kKey from slot 3 of this window to the new segment and then
+// restamped slot 3 with the next epoch. The reader, holding the old
+// directory, loaded slot 3's state before the restamp (old epoch, occupied)
+// and its key word after (0): slot 3 looks like another key's. Every other
+// slot still has the old epoch. The key was present (in the new segment) the
+// whole time, so "absent" would be wrong; the re-read of slot 3 on the miss
+// path sees the new epoch: kStale (refresh the directory, read again).
+TEST(HashMapScan, MissPathSeesTheEpochOfASlotRestampedMidScan) {
+  Window w0, w1;
+  w0.Put(3, kKey, 7);
+  w1.Put(5, kOtherKey, 8);
+  const std::vector<uint64_t> before(w0.slot(3), w0.slot(3) + L::kWords);
+  RacyWindow r0{w0, 3, before, MovedOut(w0.slot(3), 1)};
+  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
+  uint64_t found[L::kWords];
+  const Lookup l = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), /*check_epoch=*/true,
+                                         /*verify=*/true, found);
+  EXPECT_EQ(l.kind, Lookup::kStale);
+  EXPECT_GE(r0.loads_of_racy, 3);  // the state, the key, then the miss path's re-read
+
+  // The same race through the single-window scan.
+  RacyWindow single{w0, 3, before, MovedOut(w0.slot(3), 1)};
+  const Lookup one = ScanWindow<uint64_t>(single, kKey, /*side=*/0, /*start=*/0, EpochBits(0), /*verify=*/true, found);
+  EXPECT_EQ(one.kind, Lookup::kStale);
+}
+
+// The test-only mutant that ignores epochs (HashMapPolicy::kReadersCheckEpoch
+// = false) does say "absent" there: the check above is what catches it.
+TEST(HashMapScan, WithoutTheEpochCheckTheRaceReadsAsAbsent) {
+  Window w0, w1;
+  w0.Put(3, kKey, 7);
+  const std::vector<uint64_t> before(w0.slot(3), w0.slot(3) + L::kWords);
+  RacyWindow r0{w0, 3, before, MovedOut(w0.slot(3), 1)};
+  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
+  uint64_t found[L::kWords];
+  const Lookup l = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), /*check_epoch=*/false,
+                                         /*verify=*/true, found);
+  EXPECT_EQ(l.kind, Lookup::kAbsent);
+}
+
+// A writer that overwrote another key's slot between the reader's loads: the
+// re-read does not match the checksum of what the first loads saw, but it is
+// a consistent tuple of the same epoch, so the miss stands (kAbsent); and a
+// slot that is torn when read again is kTorn.
+TEST(HashMapScan, MissPathRereadsOtherKeysSlots) {
+  Window w0, w1;
+  w0.Put(2, kOtherKey, 1);
+  w1.Put(6, kOtherKey + 1, 2);
+  const std::vector<uint64_t> before(w0.slot(2), w0.slot(2) + L::kWords);
+  Window later = w0;
+  later.Put(2, kOtherKey, 99);  // same key, next version, new value
+  RacyWindow r0{w0, 2, before, std::vector<uint64_t>(later.slot(2), later.slot(2) + L::kWords)};
+  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
+  uint64_t found[L::kWords];
+  EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kAbsent);
+
+  std::vector<uint64_t> torn(later.slot(2), later.slot(2) + L::kWords);
+  torn[L::kValueWord] ^= 1;  // one word of another write
+  RacyWindow t0{w0, 2, before, torn};
+  EXPECT_EQ(ScanWindows<uint64_t>(t0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kTorn);
+
+  // And the key arriving in that slot after the scan looked at it (the other
+  // key erased, kKey put there): read again, the slot holds the key, so the
+  // miss cannot stand (kTorn: read again).
+  Window arrived = w0;
+  L::MakeSlot(arrived.slot(2)[L::kStateWord], kOtherKey, nullptr, arrived.slot(2));
+  arrived.Put(2, kKey, 5);
+  RacyWindow a0{w0, 2, before, std::vector<uint64_t>(arrived.slot(2), arrived.slot(2) + L::kWords),
+                /*switch_after=*/2};
+  EXPECT_EQ(ScanWindows<uint64_t>(a0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kTorn);
+  EXPECT_EQ(a0.loads_of_racy, 2 + static_cast<int>(L::kWords));
+}
+
+// Without races: a hit in either window, and a clean miss.
+TEST(HashMapScan, HitsAndMissesWithoutRaces) {
+  Window w0, w1;
+  w0.Put(1, kOtherKey, 1);
+  w1.Put(12, kKey, 77);  // window 1's overflow group
+  auto r0 = [&](size_t slot, size_t word) { return w0.words[slot * L::kWords + word]; };
+  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
+  uint64_t found[L::kWords];
+  const Lookup hit = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found);
+  ASSERT_EQ(hit.kind, Lookup::kFound);
+  EXPECT_EQ(hit.window, 1);
+  EXPECT_EQ(hit.slot, 12);
+  EXPECT_EQ(L::DecodeValue(found + L::kValueWord), 77u);
+  // Reading only the first window (the test-only mutant) misses it.
+  EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 1, EpochBits(0), true, true, found).kind,
+            Lookup::kAbsent);
+  EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey + 1, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kAbsent);
+  // A reader whose directory says another epoch: kStale at the first slot.
+  EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(1), true, true, found).kind,
+            Lookup::kStale);
+}
+
+}  // namespace
+}  // namespace structures::hash_map_internal
