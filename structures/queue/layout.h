@@ -72,6 +72,10 @@ namespace structures::queue_internal {
 
 inline constexpr size_t kMaxValueBytes = 56;
 inline constexpr uint64_t kMaxCapacity = uint64_t{1} << 32;
+// With one slot, "holds position p's value" (p + 1) and "free for position
+// p + 1" (also p + 1) would be the same seq word: a full ring would read as
+// free. Two slots keep r * capacity + 1 below (r + 1) * capacity.
+inline constexpr uint64_t kMinCapacity = 2;
 
 template <typename V>
 concept QueueValue = std::is_trivially_copyable_v<V> && sizeof(V) <= kMaxValueBytes;

@@ -65,7 +65,13 @@
 // DataLoss (a slot's seq word stayed neither free nor full: a writer broke the
 // protocol). Full and empty are results, not errors. Lock waits are bounded
 // by locks::ClientOptions::timeout, NIC waits by the session's completion
-// timeout.
+// timeout. An error that a NIC operation reports after it took its lock
+// (a completion that timed out, an unlock that failed) may come after its
+// WRITEs landed: the enqueue or dequeue may then have taken effect although
+// it reports the error (a dequeue's values are then gone with it; a retried
+// enqueue puts its value in twice). The transport cannot tell a WRITE that
+// never landed from one whose completion was lost; no error is reported for
+// an operation that did not take effect otherwise.
 
 #include <chrono>
 #include <cstddef>
@@ -94,7 +100,7 @@ namespace structures {
 using queue_internal::QueueValue;
 
 struct QueueOptions {
-  uint64_t capacity = 1024;  // values per node's ring, 1..2^32
+  uint64_t capacity = 1024;  // values per node's ring, 2..2^32 (queue_internal::kMinCapacity)
   locks::Budgets budgets;    // ALock budgets of the head and tail locks
   // Longest a client waits for a head or tail lock (or, holding one, for
   // its successor to link in) before the operation fails with
@@ -126,9 +132,10 @@ class Queue {
   // RDMA atomics), ResourceExhausted (an arena too small for the ring).
   static absl::StatusOr<Queue> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
                                       const QueueOptions& options) {
-    if (options.capacity < 1 || options.capacity > queue_internal::kMaxCapacity) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Queue: capacity ", options.capacity, " out of range 1..", queue_internal::kMaxCapacity));
+    if (options.capacity < queue_internal::kMinCapacity || options.capacity > queue_internal::kMaxCapacity) {
+      return absl::InvalidArgumentError(absl::StrCat("Queue: capacity ", options.capacity, " out of range ",
+                                                     queue_internal::kMinCapacity, "..",
+                                                     queue_internal::kMaxCapacity));
     }
     if (options.lock_timeout <= std::chrono::nanoseconds::zero()) {
       return absl::InvalidArgumentError("Queue: lock_timeout must be positive");

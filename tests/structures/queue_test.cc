@@ -161,10 +161,42 @@ TEST_P(QueueTest, FullAndEmptyEdges) {
   }
 }
 
+// The smallest ring (kMinCapacity = 2), on both homes, round after round:
+// full at two values, FIFO across every wrap.
+TEST_P(QueueTest, SmallestRingWrapsAround) {
+  Env e = MakeEnv(GetParam(), 2);
+  ASSERT_NE(e.session, nullptr);
+  auto q = Queue<uint64_t>::Create(*e.cluster, Capacity(2));
+  ASSERT_TRUE(q.ok()) << q.status();
+  auto c = q->NewClient(e.cluster->node(0), e.session.get());
+  ASSERT_TRUE(c.ok());
+  for (rdma::NodeId home : {0, 1}) {
+    const Path path = home == 0 ? Path::kAuto : Path::kRemote;
+    for (uint64_t round = 0; round < 20; ++round) {
+      const uint64_t v = 10 * round + 1;
+      ASSERT_TRUE(*(*c)->Enqueue(home, v, path)) << round;
+      ASSERT_TRUE(*(*c)->Enqueue(home, v + 1, path)) << round;
+      ASSERT_FALSE(*(*c)->Enqueue(home, v + 2, path)) << round;  // full: nothing changes
+      ASSERT_EQ(*(*c)->Dequeue(home, path), std::optional<uint64_t>(v)) << round;
+      if (round % 2 == 1) {  // one in, one out: the ring is never empty here
+        ASSERT_TRUE(*(*c)->Enqueue(home, v + 3, path));
+        ASSERT_EQ(*(*c)->Dequeue(home, path), std::optional<uint64_t>(v + 1));
+        ASSERT_EQ(*(*c)->Dequeue(home, path), std::optional<uint64_t>(v + 3));
+      } else {
+        ASSERT_EQ(*(*c)->Dequeue(home, path), std::optional<uint64_t>(v + 1));
+      }
+      ASSERT_EQ(*(*c)->Dequeue(home, path), std::nullopt) << round;
+    }
+  }
+}
+
 TEST_P(QueueTest, BadInput) {
   Env e = MakeEnv(GetParam(), 2);
   ASSERT_NE(e.session, nullptr);
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, Capacity(0)).status().code(), absl::StatusCode::kInvalidArgument);
+  // One slot cannot tell "full" from "free for the next round" (layout.h,
+  // kMinCapacity): refused, not a queue that overwrites its only value.
+  EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, Capacity(1)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Queue<uint64_t>::Create(*e.cluster, Capacity(uint64_t{1} << 33)).status().code(),
             absl::StatusCode::kInvalidArgument);
   QueueOptions no_timeout;
