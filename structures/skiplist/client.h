@@ -40,6 +40,7 @@ struct SkipListStats {
   uint64_t cache_hits = 0;     // NIC-path lookups that started at a cached node
   uint64_t descents = 0;       // lookups that descended from a part's head
   uint64_t move_rights = 0;    // leaf hops past a high fence (a split since the link was read)
+  uint64_t split_waits = 0;    // waits for a right node's lock after a move right (a split between its writes)
   uint64_t splits = 0;         // nodes this client split
   uint64_t reclaimed = 0;      // emptied nodes this client unlinked and freed
   uint64_t lower_bound_retries = 0;
@@ -330,10 +331,29 @@ class SkipListClient {
     return WithNodes(r, [&](auto& a) -> absl::Status {
       uint64_t x = 0;
       RETURN_IF_ERROR(Start(a, r, key, &x));
+      // x came from the link of a validated copy whose high is <= key (a move
+      // right), and whether this reader has waited for x's lock since.
+      bool moved_right = false, waited = false;
       for (uint64_t hops = 0; hops <= nodes_ + 1; ++hops) {
         RETURN_IF_ERROR(ReadNodeWith(a, r, x, key, img));
-        if (x != 0 && (!img->live() || key < img->low)) {  // a stale cached start
+        if (x != 0 && (!img->live() || key < img->low)) {
+          if (moved_right && !waited) {
+            // The copy we moved right from gave its upper range to x, yet x
+            // does not own the key: a split may be between its two writes
+            // (Split: the left node's, then x's, both under x's lock). Wait
+            // for x's lock once, then read x again.
+            waited = true;
+            ++stats_.split_waits;
+            I unused;
+            RETURN_IF_ERROR(Locked(a, r, x, &unused, [] { return absl::OkStatus(); }));
+            continue;
+          }
+          // A stale start (a cached location, or a link of an old copy):
+          // forget it, and the accessor's cached images with it (they may
+          // lead here again), and descend from the head.
           Forget(r, x);
+          a.Forget();
+          moved_right = false;
           RETURN_IF_ERROR(Descend(a, r, key, 0, &x, nullptr));
           continue;
         }
@@ -346,6 +366,8 @@ class SkipListClient {
           ++stats_.move_rights;
           x = img->Next0();
           if (x == 0 || !InPool(x)) return Corrupt(r, x, "is past a bounded node's end");
+          moved_right = true;
+          waited = false;
           continue;
         }
         Remember(r, x, *img);
@@ -532,6 +554,7 @@ class SkipListClient {
           if (x == 0 || !InPool(x)) return Corrupt(r, x, "is past a bounded node's end");
         } else {
           Forget(r, x);
+          a.Forget();  // cached images may lead to x again
           RETURN_IF_ERROR(Descend(a, r, key, 0, &x, nullptr));
         }
       }
@@ -687,9 +710,10 @@ class SkipListClient {
   }
 
   // Splits the full node x (locked; its image in leaf_) around its median key
-  // and binds key -> value in the half that owns it. The new right node is
-  // written whole before x's write links it (rdma_path.h). Its tower above
-  // level 0 is linked after x's unlock (LinkTower).
+  // and binds key -> value in the half that owns it. Under the new right
+  // node's lock, x's write (its high lowered, the link) lands before the new
+  // node's (rdma_path.h: same QP). Its tower above level 0 is linked after
+  // x's unlock (LinkTower).
   template <typename A>
   absl::Status Split(A& a, const Route& r, uint64_t x, uint64_t key, const V& value, uint64_t* n_out,
                      uint64_t* low_out, size_t* height_out) {
@@ -728,22 +752,36 @@ class SkipListClient {
       rg.Add(W::Key(j), W::Key(j) + 1).Add(W::Value(j), W::Value(j) + W::kValueWords);
     }
     fresh.SetBitmap(right_bits);
-    // The new node, under its own lock (a reused node can still be reached
-    // through stale links; writers that lock it meanwhile find it dead, or
-    // find the new range, and leave). Its version goes on from the old one.
-    I old;
-    RETURN_IF_ERROR(Locked(a, r, n, &old, [&]() -> absl::Status {
-      if (old.live() && Policy::kMarkReclaimedDead) return Corrupt(r, n, "was allocated but is live");
-      fresh.version = old.version;
-      Commit(a, n, fresh, Ranges().Add(W::kMeta, W::kChecksum));
-      return absl::OkStatus();
-    }));
     leaf_.SetBitmap(left_bits);
     leaf_.meta |= skiplist_internal::kBounded;
     leaf_.high = m;
     leaf_.next[0] = n;
     rg.Add(W::kMeta, W::kNext + 1);
-    Commit(a, x, leaf_, rg);
+    // Both writes under n's lock, x's first: n may be a reused node, which
+    // stale links and cached locations still name, so it must not claim
+    // [m, high) while x still does (two live owners: a reader through the
+    // stale reference would see the new key, a later one through x would
+    // not). Until n's write lands, n is dead (freed) or never used, and
+    // [m, high) has no live owner: a reader that follows x's new link to n
+    // finds n not owning the key and waits for n's lock (ReadLeaf), which
+    // is held until n's write has landed; writers wait for x's or n's lock.
+    // NIC: both WRITEs go out in this order on one QP at Locked's Flush,
+    // before n's unlock. n's version goes on from its old one.
+    I old;
+    RETURN_IF_ERROR(Locked(a, r, n, &old, [&]() -> absl::Status {
+      if (old.live() && Policy::kMarkReclaimedDead) return Corrupt(r, n, "was allocated but is live");
+      fresh.version = old.version;
+      if constexpr (Policy::kSplitLeftFirst) {
+        Commit(a, x, leaf_, rg);
+        Policy::BetweenSplitWrites();
+        Commit(a, n, fresh, Ranges().Add(W::kMeta, W::kChecksum));
+      } else {  // test-only mutant: the right node first
+        Commit(a, n, fresh, Ranges().Add(W::kMeta, W::kChecksum));
+        Policy::BetweenSplitWrites();
+        Commit(a, x, leaf_, rg);
+      }
+      return absl::OkStatus();
+    }));
     *n_out = n;
     *low_out = m;
     *height_out = h;

@@ -45,11 +45,15 @@
 //     checks, on a validated copy, that the node is live and owns the key
 //     (low <= key < high), and moves right or descends again when not.
 //     Erased entries are reused in place.
-//  3. At any instant the live nodes' [low, high) at level 0 partition the
-//     part's key range, and a key's entry (if any) is in the node owning it.
-//     A split writes the new right node (entries, fence, links, kLive) before
-//     the left node's single write lowers its high and links it, so both
-//     statements hold before and after that write.
+//  3. At any instant the live nodes' [low, high) at level 0 are disjoint and
+//     a key's entry (if any) is in the node owning it. They cover the part's
+//     key range except while a split is between its two writes: under the new
+//     right node's lock, the left node's write lowers its high to the median
+//     and links the right node, then the right node's write (entries, fence,
+//     links, kLive) lands. In between, [median, old high) has no live owner;
+//     a reader that moves right into it waits for the right node's lock. (The
+//     right node first would make two live owners of that range when the
+//     right node is a reused one that stale references still name.)
 //  4. next[i] of a live node is 0 or a live node with a larger low (every
 //     level is sorted: a node is unlinked from every level before it dies),
 //     which is all a descent needs of the levels above 0.

@@ -23,6 +23,15 @@ struct SkipListPolicy {
   // through a stale link or cached location answers for keys its
   // predecessor now owns.
   static constexpr bool kMarkReclaimedDead = true;
+  // A split writes the left node (its high lowered to the median, the link)
+  // before the new right node, both under the right node's lock. false: the
+  // right node first, so a reused right node already claims its new range
+  // while the left node still does, and a reader that reaches it through a
+  // stale reference sees the split's new key before the left node gives it
+  // up.
+  static constexpr bool kSplitLeftFirst = true;
+  // Called between a split's two writes; tests widen the window with it.
+  static void BetweenSplitWrites() {}
 };
 
 }  // namespace structures

@@ -19,9 +19,12 @@
 //    responder executes the WRITEs before the CAS, and the next holder
 //    (whose acquire follows that CAS) sees them. Native readers see the odd
 //    version land before any word (same-QP order) and the even one after.
-//  * A split writes the new node (under its lock) before the left node's
-//    write that links it, on the same QP: no reader can follow the link to a
-//    node whose image has not landed.
+//  * A split posts, under the new right node's lock, the left node's write
+//    (high lowered, the link) and then the right node's, on the same QP, and
+//    unlocks the right node after both: the right node never owns its range
+//    while the left node still does, and a reader that follows the new link
+//    before the right node's image lands finds it not owning the key and
+//    waits for its lock (client.h, Split and ReadLeaf).
 
 #include <cstddef>
 #include <cstdint>

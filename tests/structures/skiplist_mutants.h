@@ -37,6 +37,15 @@ struct SkipMutantReclaimedStillLive : SkipListPolicy {
   static constexpr bool kMarkReclaimedDead = false;
 };
 
+// (f) A split that writes the new right node before the left node: a reused
+// right node claims its new range while the left node still does, so a
+// reader that reaches it through a stale remembered location sees the
+// split's new key, and a later reader through the left node does not
+// (tests/structures/skiplist_split_race_test.cc replays it).
+struct SkipMutantRightNodeFirst : SkipListPolicy {
+  static constexpr bool kSplitLeftFirst = false;
+};
+
 }  // namespace structures::testing
 
 #endif  // TESTS_STRUCTURES_SKIPLIST_MUTANTS_H_
