@@ -7,8 +7,26 @@
 namespace lincheck {
 
 absl::Status QueueModel::Validate(const Operation& op) const {
-  if (op.op == "enqueue") return CheckShape(op, 1, {0, 1});
-  if (op.op == "dequeue") return CheckShape(op, 0, {2});
+  // Flags are 0 or 1 and an empty dequeue's value is 0: the only results
+  // Step can match, so the queue decider (which reads any nonzero flag as
+  // 1) and the search agree on every valid history.
+  if (op.op == "enqueue") {
+    if (absl::Status s = CheckShape(op, 1, {0, 1}); !s.ok()) return s;
+    if (op.result.size() == 1 && op.result[0] != 0 && op.result[0] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("enqueue result flag ", op.result[0], " is not 0 or 1"));
+    }
+    return absl::OkStatus();
+  }
+  if (op.op == "dequeue") {
+    if (absl::Status s = CheckShape(op, 0, {2}); !s.ok()) return s;
+    if (op.result.size() == 2 && op.result[0] != 0 && op.result[0] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("dequeue result flag ", op.result[0], " is not 0 or 1"));
+    }
+    if (op.result.size() == 2 && op.result[0] == 0 && op.result[1] != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("an empty dequeue carries value ", op.result[1], ", not 0"));
+    }
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown queue operation \"", op.op, "\" (enqueue, dequeue)"));
 }

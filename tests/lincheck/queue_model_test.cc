@@ -201,6 +201,22 @@ TEST_P(QueueModelTest, BoundedQueueReportsFull) {
   EXPECT_TRUE(Bad({Op(0, 0, 10, "enqueue", {1}, {0})}));
 }
 
+// Flags other than 0/1 (and an empty dequeue with a value) are malformed:
+// the decider would read any nonzero flag as 1 while the search matches
+// exactly, so without this check `lincheck_cli FILE` and `--generic` could
+// disagree on a hand-written history.
+TEST(QueueModelValidation, RejectsFlagsTheModelCannotMatch) {
+  const QueueModel model;
+  EXPECT_TRUE(model.Validate(Op(0, 0, 1, "enqueue", {1}, {1})).ok());
+  EXPECT_TRUE(model.Validate(Op(0, 0, 1, "dequeue", {}, {0, 0})).ok());
+  EXPECT_TRUE(model.Validate(Op(0, 0, 1, "dequeue", {}, {1, 0})).ok());
+  EXPECT_FALSE(model.Validate(Op(0, 0, 1, "enqueue", {1}, {2})).ok());
+  EXPECT_FALSE(model.Validate(Op(0, 0, 1, "dequeue", {}, {7, 1})).ok());
+  EXPECT_FALSE(model.Validate(Op(0, 0, 1, "dequeue", {}, {0, 5})).ok());
+  const History h = {Op(0, 0, 1, "enqueue", {1}, {}), Op(0, 2, 3, "dequeue", {}, {7, 1})};
+  EXPECT_FALSE(Check(model, h).ok());
+}
+
 TEST(QueueDeciderTest, ExplainsViolations) {
   const History overtaking = {
       Op(0, 0, 10, "enqueue", {1}, {}),

@@ -49,6 +49,15 @@ class QueueLincheckTest : public ::testing::TestWithParam<std::string> {
                 static_cast<unsigned long long>(r.empty), static_cast<unsigned long long>(r.full));
     EXPECT_EQ(r.full, 0u) << "the ring was sized never to fill";
     EXPECT_GT(r.dequeued, c.workers.size() * 10);
+    bool batches = false;
+    for (const QueueWorker& w : c.workers) batches = batches || w.batch > 1;
+    if (batches) {  // the batch conditions had something to check
+      std::printf("%zu enqueue batches and %zu dequeue batches of 2 or more\n", r.enq_batches.size(),
+                  r.deq_batches.size());
+      EXPECT_FALSE(r.enq_batches.empty());
+      EXPECT_FALSE(r.deq_batches.empty());
+    }
+    EXPECT_EQ(BatchOrderViolation(r.history, r.enq_batches, r.deq_batches), "");
     lincheck::CheckOptions o;
     o.timeout = absl::Seconds(30);
     EXPECT_TRUE(lincheck::IsLinearizable(lincheck::QueueModel(), r.history, o));
@@ -56,6 +65,36 @@ class QueueLincheckTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(QueueLincheckTest, MixedPaths) { CheckUnbounded(Mixed(1)); }
+
+// The batch conditions on hand-made histories that the per-value queue
+// checker accepts (each value recorded as its own operation over the
+// batch's interval).
+TEST(QueueBatchOrder, CatchesWhatSeparateOperationsHide) {
+  using lincheck::Op;
+  // One EnqueueBatch([1, 2]); 2 comes out before 1.
+  const lincheck::History reversed = {
+      Op(0, 0, 10, "enqueue", {1}, {}),  Op(0, 0, 10, "enqueue", {2}, {}),
+      Op(1, 20, 30, "dequeue", {}, {1, 2}), Op(1, 40, 50, "dequeue", {}, {1, 1})};
+  EXPECT_TRUE(lincheck::IsLinearizable(lincheck::QueueModel(), reversed));  // what the checker alone says
+  EXPECT_NE(BatchOrderViolation(reversed, {{1, 2}}, {}), "");
+  EXPECT_EQ(BatchOrderViolation(reversed, {{2, 1}}, {}), "");  // a batch [2, 1] did exactly this
+  // 1, 2, 3 go in one at a time; one DequeueBatch returns [1, 3] while
+  // another consumer's dequeue of 2 overlaps it.
+  const lincheck::History gap = {
+      Op(0, 0, 1, "enqueue", {1}, {}),    Op(0, 2, 3, "enqueue", {2}, {}),
+      Op(0, 4, 5, "enqueue", {3}, {}),    Op(1, 10, 20, "dequeue", {}, {1, 1}),
+      Op(1, 10, 20, "dequeue", {}, {1, 3}), Op(2, 12, 18, "dequeue", {}, {1, 2})};
+  EXPECT_TRUE(lincheck::IsLinearizable(lincheck::QueueModel(), gap));
+  EXPECT_NE(BatchOrderViolation(gap, {}, {{1, 3}}), "");
+  EXPECT_EQ(BatchOrderViolation(gap, {}, {{2, 3}}), "");
+  // A DequeueBatch [2, 1] of values that went in 1 then 2.
+  EXPECT_NE(BatchOrderViolation(gap, {}, {{2, 1}}), "");
+  // Half a batch out, the first half: fine; the second half alone: not.
+  const lincheck::History half = {Op(0, 0, 10, "enqueue", {1}, {}), Op(0, 0, 10, "enqueue", {2}, {}),
+                                  Op(1, 20, 30, "dequeue", {}, {1, 1})};
+  EXPECT_EQ(BatchOrderViolation(half, {{1, 2}}, {}), "");
+  EXPECT_NE(BatchOrderViolation(half, {{2, 1}}, {}), "");
+}
 
 // Every thread both produces and consumes, in batches of 4: batches
 // interleave with single operations of the other paths.

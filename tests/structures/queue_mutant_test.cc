@@ -72,6 +72,10 @@ bool Caught(const QueueStressConfig& c, std::string* how) {
     *how = "bounded answers: " + v;
     return true;
   }
+  if (std::string v = BatchOrderViolation(r.history, r.enq_batches, r.deq_batches); !v.empty()) {
+    *how = "batch order: " + v;
+    return true;
+  }
   lincheck::CheckOptions o;
   o.timeout = absl::Seconds(20);
   const lincheck::Verdict v = lincheck::VerdictOf(lincheck::QueueModel(), WithoutFullEnqueues(r.history), o);

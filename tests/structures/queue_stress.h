@@ -11,10 +11,15 @@
 // equal, to a value unique per enqueue (thread + 1) << 32 | counter. A dequeue
 // that sees words that differ (a torn or stale read) records kTornValue,
 // which nobody enqueued, so the checker rejects the history. A batch of k is
-// recorded as k operations over the batch's interval.
+// recorded as k operations over the batch's interval; what that loses (the
+// batch's values are contiguous and in order: one lock hold) is checked by
+// BatchOrderViolation on the batches the result lists.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -79,6 +84,10 @@ struct QueueStressConfig {
 
 struct QueueStressResult {
   lincheck::History history;
+  // The values of every batch of 2 or more that moved values, in order:
+  // what an EnqueueBatch put in (its successful prefix), what a DequeueBatch
+  // took out (torn values excluded: the checker rejects those anyway).
+  std::vector<std::vector<int64_t>> enq_batches, deq_batches;
   uint64_t ops = 0;
   uint64_t enqueued = 0, dequeued = 0, full = 0, empty = 0;
   uint64_t errors = 0;
@@ -134,6 +143,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
     }
   }
   std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0};
+  std::mutex batches_mu;  // guards result.enq_batches and deq_batches
   StressCrew crew(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
 
   auto worker = [&](int t) {
@@ -181,6 +191,12 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
         }
         enq.fetch_add(*n);
         if (*n < tokens.size()) full.fetch_add(1);
+        if (*n >= 2) {
+          std::vector<int64_t> vs;
+          for (size_t j = 0; j < *n; ++j) vs.push_back(batch[j].w[0]);
+          std::lock_guard<std::mutex> l(batches_mu);
+          result.enq_batches.push_back(std::move(vs));
+        }
       } else {
         for (size_t j = 0; j < w.batch; ++j) tokens.push_back(rec.Invoke("dequeue", {}));
         absl::StatusOr<std::vector<QueueStressValue>> got = client->DequeueBatch(cfg.home, w.batch, w.path);
@@ -199,6 +215,14 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
         }
         deq.fetch_add(got->size());
         if (got->size() < tokens.size()) empty.fetch_add(1);
+        if (got->size() >= 2) {
+          std::vector<int64_t> vs;
+          for (const QueueStressValue& x : *got) {
+            if (x.w[0] == x.w[1] && x.w[1] == x.w[2] && x.w[2] == x.w[3]) vs.push_back(x.w[0]);
+          }
+          std::lock_guard<std::mutex> l(batches_mu);
+          result.deq_batches.push_back(std::move(vs));
+        }
       }
     }
   };
@@ -254,6 +278,73 @@ inline std::string BoundedAnswersViolation(const lincheck::History& h, uint64_t 
     if (empty && must_in - may_out > 0) {
       return absl::StrCat("thread ", x.thread, " got \"empty\" while at least ", must_in - may_out,
                           " values must have been in the queue");
+    }
+  }
+  return "";
+}
+
+// What recording a batch as separate operations over one interval lets the
+// checker miss: a batch moves its values under one hold of its side's lock,
+// contiguously and in order. Returns a description of the first violation
+// of these necessary conditions, or "":
+//  (a) for values v_i before v_j of one EnqueueBatch: v_i comes out first,
+//      so if v_j was dequeued, v_i was too (unless some dequeue is pending),
+//      and deq(v_j) did not return before deq(v_i) was invoked;
+//  (b) for consecutive values x, y of one DequeueBatch: x went in first, so
+//      enq(y) did not return before enq(x) was invoked; and nothing went in
+//      between them, so no successful enqueue was invoked after enq(x)
+//      returned and returned before enq(y) was invoked.
+inline std::string BatchOrderViolation(const lincheck::History& h,
+                                       const std::vector<std::vector<int64_t>>& enq_batches,
+                                       const std::vector<std::vector<int64_t>>& deq_batches) {
+  std::map<int64_t, const lincheck::Operation*> enq_of, deq_of;
+  std::vector<std::pair<int64_t, int64_t>> enqs;  // (invoke, response) of successful enqueues
+  bool deq_pending = false;
+  for (const lincheck::Operation& o : h) {
+    if (o.op == "enqueue" && !o.pending() && o.result.empty()) {
+      enq_of[o.args[0]] = &o;
+      enqs.emplace_back(o.invoke_ns, o.response_ns);
+    } else if (o.op == "dequeue") {
+      if (o.pending()) deq_pending = true;
+      if (!o.pending() && o.result.size() == 2 && o.result[0] == 1) deq_of[o.result[1]] = &o;
+    }
+  }
+  for (const std::vector<int64_t>& b : enq_batches) {
+    for (size_t i = 0; i + 1 < b.size(); ++i) {
+      for (size_t j = i + 1; j < b.size(); ++j) {
+        auto dj = deq_of.find(b[j]);
+        if (dj == deq_of.end()) continue;
+        auto di = deq_of.find(b[i]);
+        if (di == deq_of.end()) {
+          if (deq_pending) continue;
+          return absl::StrCat("value ", b[j], " of an enqueue batch came out, but ", b[i],
+                              ", before it in the batch, never did");
+        }
+        if (lincheck::HappensBefore(*dj->second, *di->second)) {
+          return absl::StrCat("value ", b[j], " of an enqueue batch came out before ", b[i],
+                              ", which was before it in the batch");
+        }
+      }
+    }
+  }
+  // Successful enqueues by invoke time, with the suffix minimum of their
+  // response times: "some enqueue invoked after t returned before u".
+  std::sort(enqs.begin(), enqs.end());
+  std::vector<int64_t> min_resp(enqs.size() + 1, lincheck::kPendingNs);
+  for (size_t k = enqs.size(); k-- > 0;) min_resp[k] = std::min(min_resp[k + 1], enqs[k].second);
+  for (const std::vector<int64_t>& b : deq_batches) {
+    for (size_t i = 0; i + 1 < b.size(); ++i) {
+      auto ex = enq_of.find(b[i]), ey = enq_of.find(b[i + 1]);
+      if (ex == enq_of.end() || ey == enq_of.end()) continue;  // the decider rejects values nobody enqueued
+      if (lincheck::HappensBefore(*ey->second, *ex->second)) {
+        return absl::StrCat("a dequeue batch took ", b[i], " before ", b[i + 1], ", which went in first");
+      }
+      const auto first_after = std::upper_bound(enqs.begin(), enqs.end(),
+                                                std::make_pair(ex->second->response_ns, lincheck::kPendingNs));
+      if (min_resp[first_after - enqs.begin()] < ey->second->invoke_ns) {
+        return absl::StrCat("a dequeue batch took ", b[i], " and then ", b[i + 1],
+                            ", but another value went in between them and did not come out there");
+      }
     }
   }
   return "";
