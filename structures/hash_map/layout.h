@@ -294,6 +294,11 @@ inline constexpr uint64_t DirEntry(size_t segment, int depth) {
 }
 inline constexpr size_t EntrySegment(uint64_t e) { return static_cast<size_t>(e >> 8); }
 inline constexpr int EntryDepth(uint64_t e) { return static_cast<int>(e & 0xff); }
+// Whether entry e can belong to a directory of global depth `depth`: a
+// segment's local depth never exceeds the global depth. A seqlock read whose
+// one-byte version wrapped can pair an older depth with a newer entry, which
+// fails this (native_path.h, NativeDirLookup).
+inline constexpr bool EntryFits(uint64_t e, int depth) { return EntryDepth(e) <= depth; }
 
 // The directory's words in registered memory (after the pool).
 struct DirectoryHeader {

@@ -57,7 +57,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, 
 // while a splitter is changing the directory (odd version, or a version that
 // moved). 8-byte atomic loads; a NIC splitter's WRITEs may land byte by byte,
 // which the seqlock covers (its WRITEs are ordered on one QP: version odd,
-// entries, depth, version even; rdma_path.h). DeadlineExceeded if the
+// entries, depth, version even; rdma_path.h). The version is one byte, so
+// 128 publishes between a reader's two loads of it (a reader preempted during
+// a burst of splits) bring it back to the same value: then the depth may be
+// older than the entry, and an entry from a doubling names the key's old
+// segment at a local depth above the depth read, where the key no longer is
+// if its next hash bit is set. An entry's local depth never exceeds the global
+// depth, so such a read is retried (EntryFits). DeadlineExceeded if the
 // directory stays odd for about a second (a splitter died mid-publish).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeDirLookup(const DirectoryHeader& h, const rdma::PlainWord* entries, int max_depth,
                                     uint64_t dir, uint64_t* entry) {
@@ -66,7 +72,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeDirLookup(const Directory
     if ((v1 & 1) == 0) {
       const int d = std::min(static_cast<int>(h.depth.Load(std::memory_order_acquire) & 0xff), max_depth);
       const uint64_t e = entries[dir & ((uint64_t{1} << d) - 1)].Load(std::memory_order_acquire);
-      if (ABSL_PREDICT_TRUE(h.version.Load(std::memory_order_acquire) == v1)) {
+      if (ABSL_PREDICT_TRUE(h.version.Load(std::memory_order_acquire) == v1 && EntryFits(e, d))) {
         *entry = e;
         return absl::OkStatus();
       }
@@ -164,9 +170,21 @@ class NativeUnits {
     NativePublishDirectory(*dir_, entries_, old_version, first, e, n, depth, segments);
     return absl::OkStatus();
   }
+  // The segment count, under the directory's seqlock (a NIC splitter's WRITE
+  // of it may land byte by byte).
   absl::Status SegmentsInUse(size_t* n) {
-    *n = static_cast<size_t>(dir_->segments.Load(std::memory_order_acquire));
-    return absl::OkStatus();
+    for (int spin = 0;; ++spin) {
+      const uint64_t v1 = dir_->version.Load(std::memory_order_acquire);
+      const uint64_t segments = dir_->segments.Load(std::memory_order_acquire);
+      if ((v1 & 1) == 0 && dir_->version.Load(std::memory_order_acquire) == v1) {
+        *n = static_cast<size_t>(segments);
+        return absl::OkStatus();
+      }
+      if (spin >= 16) std::this_thread::yield();
+      if (spin >= (1 << 20)) {
+        return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
+      }
+    }
   }
   // Every slot of segment `seg`'s units into `out` (S * kUnitSlotsWords
   // words). Under all of the segment's unit locks: the words are stable.

@@ -100,7 +100,12 @@ class RemoteUnits {
       b.Read(dir_ + offsetof(DirectoryHeader, version), &v2, 8);
       if (absl::Status st = b.Execute(); !st.ok()) return st;
       const int depth = static_cast<int>(meta[0] & 0xff);
-      if ((v1 & 1) == 0 && v1 == v2 && depth <= g_.max_depth) {
+      // Every entry must fit the depth read with it (EntryFits: the one-byte
+      // version may have wrapped between the two READs of it).
+      const bool fits =
+          depth > guess || std::all_of(buf_.begin(), buf_.begin() + (ptrdiff_t{1} << std::max(depth, 0)),
+                                       [depth](uint64_t e) { return EntryFits(e, depth); });
+      if ((v1 & 1) == 0 && v1 == v2 && depth <= g_.max_depth && fits) {
         if (depth <= guess) {
           d->version = v1;
           d->depth = depth;
@@ -130,11 +135,26 @@ class RemoteUnits {
     b.Write64(dir_ + offsetof(DirectoryHeader, version), NextVersion(NextVersion(old_version)));
     return b.Execute();
   }
+  // The segment count under the directory's seqlock: version, segments and
+  // version again in one doorbell of in-order READs (a splitter's WRITE of the
+  // count may land byte by byte), retried while a publish overlaps.
   absl::Status SegmentsInUse(size_t* n) {
-    uint64_t v = 0;
-    if (absl::Status st = s_.Read(dir_ + offsetof(DirectoryHeader, segments), &v, 8); !st.ok()) return st;
-    *n = static_cast<size_t>(v);
-    return absl::OkStatus();
+    for (int attempt = 0;; ++attempt) {
+      uint64_t v1 = 0, v2 = 0, segments = 0;
+      rdma::Batch b(s_, base_.node());
+      b.Read(dir_ + offsetof(DirectoryHeader, version), &v1, 8);
+      b.Read(dir_ + offsetof(DirectoryHeader, segments), &segments, 8);
+      b.Read(dir_ + offsetof(DirectoryHeader, version), &v2, 8);
+      if (absl::Status st = b.Execute(); !st.ok()) return st;
+      if ((v1 & 1) == 0 && v1 == v2) {
+        *n = static_cast<size_t>(segments);
+        return absl::OkStatus();
+      }
+      if (attempt >= 4) std::this_thread::yield();
+      if (attempt >= (1 << 16)) {
+        return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
+      }
+    }
   }
   // Every slot of segment `seg` into `out` (S * kUnitSlotsWords words): one
   // READ of its units (lock lines are read and dropped). Under all of the

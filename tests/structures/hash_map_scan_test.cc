@@ -1,13 +1,23 @@
-// The hash map's reader scan (structures/hash_map/layout.h, ScanWindows and
-// ScanWindow) over scripted word accessors: each test fixes exactly which
-// version of a slot every load returns, so an interleaving that a stress run
-// meets once in many runs is replayed on every run.
+// The hash map's lock-free reader routines under replayed interleavings: the
+// reader scan (structures/hash_map/layout.h, ScanWindows and ScanWindow) over
+// scripted word accessors, each test fixing exactly which version of a slot
+// every load returns; and the native directory lookup (native_path.h) over a
+// directory in the state that a read spanning a wrap of its one-byte version
+// sees. An interleaving that a stress run meets once in many runs is
+// replayed on every run.
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "structures/hash_map/layout.h"
+#include "structures/hash_map/native_path.h"
 
 namespace structures::hash_map_internal {
 namespace {
@@ -156,6 +166,42 @@ TEST(HashMapScan, HitsAndMissesWithoutRaces) {
   // A reader whose directory says another epoch: kStale at the first slot.
   EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(1), true, true, found).kind,
             Lookup::kStale);
+}
+
+// A directory of depth 5 in which segment 3 has just been split and the
+// directory doubled (entry 3 -> segment 3 at depth 6, entry 35 -> the new
+// segment 40 at depth 6), seen by a reader that loaded the version and the
+// depth (5) before 128 publishes brought the one-byte version back to the
+// same value, and the entry after. A key with directory hash 35 now lives in
+// segment 40; entry 35 & 31 = 3 names segment 3 at local depth 6 > 5, which
+// the lookup must not take. It retries until the depth it reads is 6.
+TEST(HashMapDirectory, LookupRefusesAnEntryDeeperThanTheDepthItRead) {
+  struct Dir {
+    DirectoryHeader h;
+    rdma::PlainWord more[63];  // entry[] really has 64 entries here
+  };
+  auto* d = new Dir{};  // zeroed: version 0 (even)
+  rdma::PlainWord* entries = d->h.entry;
+  for (size_t i = 0; i < 32; ++i) entries[i].Store(DirEntry(i, 5), std::memory_order_relaxed);
+  for (size_t i = 32; i < 64; ++i) entries[i].Store(DirEntry(i - 32, 6), std::memory_order_relaxed);
+  entries[3].Store(DirEntry(3, 6), std::memory_order_relaxed);
+  entries[35].Store(DirEntry(40, 6), std::memory_order_relaxed);
+  d->h.depth.Store(5, std::memory_order_release);  // what the reader loaded before the wrap
+  absl::Notification done;
+  uint64_t e = 0;
+  absl::Status st;
+  std::thread reader([&] {
+    st = NativeDirLookup(d->h, entries, /*max_depth=*/6, /*dir=*/35, &e);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(100)))
+      << "took entry " << EntrySegment(e) << "/" << EntryDepth(e) << " with depth 5";
+  d->h.depth.Store(6, std::memory_order_release);  // the publish's depth lands
+  reader.join();
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(EntrySegment(e), 40u);
+  EXPECT_EQ(EntryDepth(e), 6);
+  delete d;
 }
 
 }  // namespace
