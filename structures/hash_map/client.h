@@ -456,7 +456,12 @@ class HashMapClient {
           RETURN_IF_ERROR(AfterStale(op, round));
           break;
         case Outcome::kFull:
-          if (!g_.can_grow()) return Full(key, op, "the map cannot grow (max_groups_per_node == groups_per_node)");
+          if (!g_.can_grow()) {
+            return Full(key, op,
+                        absl::StrCat("the map cannot grow (max_groups_per_node leaves no room for a segment of ",
+                                     g_.segment_units * hash_map_internal::kGroupsPerUnit,
+                                     " groups beyond groups_per_node)"));
+          }
           RETURN_IF_ERROR(Split(key, op));
           break;
       }
