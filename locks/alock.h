@@ -51,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "locks/internal.h"
 #include "locks/lock.h"
 #include "rdma/rmw_word.h"
 #include "rdma/node.h"
@@ -201,7 +202,7 @@ class BasicALockClient final : public LockClient {
   rdma::Node& node_;
   ClientOptions options_;
   ALockObserver* observer_;
-  rdma::RemotePtr descriptors_;  // max_held lines on node_
+  lock_internal::DescriptorLines lines_;  // one line per slot on node_ (retired after errors)
   std::vector<Slot> slots_;
   ALockStats stats_;
 };

@@ -113,23 +113,18 @@ absl::StatusOr<std::unique_ptr<BasicALockClient<P>>> BasicALockClient<P>::Create
     return absl::InvalidArgumentError(absl::StrCat("ALockClient: the session lives on node ", session->self(),
                                                    " but the client on node ", node.id()));
   }
+  static_assert(sizeof(ALockDescriptor) == lock_internal::DescriptorLines::kLineBytes);
   std::unique_ptr<BasicALockClient> c(new BasicALockClient(node, session, options, observer));
-  auto d = node.Allocate(static_cast<size_t>(options.max_held) * sizeof(ALockDescriptor), 64);
-  if (!d.ok()) return d.status();
-  c->descriptors_ = *d;
+  if (absl::Status s = c->lines_.Allocate(node, options.max_held); !s.ok()) return s;
   return c;
 }
 
 template <typename P>
-BasicALockClient<P>::~BasicALockClient() {
-  if (!descriptors_.is_null()) {
-    node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * sizeof(ALockDescriptor));
-  }
-}
+BasicALockClient<P>::~BasicALockClient() = default;  // lines_ frees what no queue can still name
 
 template <typename P>
 rdma::RemotePtr BasicALockClient<P>::Descriptor(size_t slot) const {
-  return descriptors_ + slot * sizeof(ALockDescriptor);
+  return lines_[slot];
 }
 
 template <typename P>
@@ -166,14 +161,20 @@ absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
       return absl::FailedPreconditionError(absl::StrCat("ALock ", lock.node(), ":0x", absl::Hex(lock.address()),
                                                         " is already held by this client (not reentrant)"));
     }
-    if (slot == slots_.size() && slots_[i].lock.is_null()) slot = i;
+    if (slot == slots_.size() && slots_[i].lock.is_null() && lines_.usable(i)) slot = i;
   }
   if (slot == slots_.size()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)",
+        lines_.retired() > 0 ? absl::StrCat(", or lost their descriptors to ", lines_.retired(), " errors") : ""));
   }
   absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot, also, also_done);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // The descriptor may be in the lock's queue (a predecessor may still
+    // hand it the lock): never use it for another lock.
+    lines_.Retire(slot);
+    return s;
+  }
   slots_[slot].lock = lock;
   slots_[slot].cohort = cohort;
   ++stats_.acquires[static_cast<int>(cohort)];
@@ -192,8 +193,10 @@ absl::Status BasicALockClient<P>::Unlock(rdma::RemotePtr lock) {
   }
   absl::Status s = slots_[slot].cohort == Cohort::kLocal ? UnlockNative(lock, slot) : UnlockRemote(lock, slot);
   // The slot is released either way: after an error the lock is unusable, and
-  // keeping the slot would only leak it.
+  // keeping the slot would only leak it. Its descriptor is not reused then (a
+  // successor may still link behind it).
   slots_[slot].lock = rdma::RemotePtr();
+  if (!s.ok()) lines_.Retire(slot);
   return s;
 }
 

@@ -114,16 +114,9 @@ absl::Status RdmaSpinClient::Unlock(rdma::RemotePtr lock) {
 McsClientBase::McsClientBase(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
     : LockClient(node.id(), session), options_(options), held_(options.max_held), node_(node) {}
 
-McsClientBase::~McsClientBase() {
-  if (!descriptors_.is_null()) node_.Free(descriptors_, static_cast<size_t>(options_.max_held) * 64);
-}
+McsClientBase::~McsClientBase() = default;  // lines_ frees what no queue can still name
 
-absl::Status McsClientBase::AllocateDescriptors() {
-  auto d = node_.Allocate(static_cast<size_t>(options_.max_held) * 64, 64);
-  if (!d.ok()) return d.status();
-  descriptors_ = *d;
-  return absl::OkStatus();
-}
+absl::Status McsClientBase::AllocateDescriptors() { return lines_.Allocate(node_, options_.max_held); }
 
 // ------------------------------------------------------------ RDMA MCS
 
@@ -143,10 +136,20 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
     return absl::FailedPreconditionError("rdma-mcs always goes through the NIC: request kAuto or kLoopback (use alock or local-mcs for the native path)");
   }
   if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
-  auto slot = held_.Reserve(lock);
+  auto slot = Reserve(lock);
   if (!slot.ok()) return slot.status();
+  absl::Status st = LockWith(lock, *slot);
+  if (!st.ok()) {
+    Retire(*slot);
+    return st;
+  }
+  held_[*slot].lock = lock;
+  return absl::OkStatus();
+}
+
+absl::Status RdmaMcsClient::LockWith(rdma::RemotePtr lock, int slot) {
   rdma::Session& s = *session();
-  const rdma::RemotePtr me = Descriptor(*slot);
+  const rdma::RemotePtr me = Descriptor(slot);
   ALockDescriptor& d = *me.local<ALockDescriptor>();
   d.budget.Store(kWait, std::memory_order_relaxed);
   d.next.Store(0, std::memory_order_relaxed);
@@ -180,7 +183,6 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
       }
     }
   }
-  held_[*slot].lock = lock;
   return absl::OkStatus();
 }
 
@@ -188,8 +190,14 @@ absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
   auto slot = held_.Held(lock);
   if (!slot.ok()) return slot.status();
   held_[*slot].lock = rdma::RemotePtr();
+  absl::Status st = UnlockWith(lock, *slot);
+  if (!st.ok()) Retire(*slot);
+  return st;
+}
+
+absl::Status RdmaMcsClient::UnlockWith(rdma::RemotePtr lock, int slot) {
   rdma::Session& s = *session();
-  const rdma::RemotePtr me = Descriptor(*slot);
+  const rdma::RemotePtr me = Descriptor(slot);
   auto old = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).CompareAndSwap(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();
@@ -232,10 +240,20 @@ absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
         "local-mcs is native-only: lock on node ", lock.node(), " requested from node ", self(),
         path == Path::kLoopback ? " over loopback" : "", " (use alock, rdma-mcs or rdma-spin for NIC paths)"));
   }
-  auto slot = held_.Reserve(lock);
+  auto slot = Reserve(lock);
   if (!slot.ok()) return slot.status();
+  absl::Status st = LockWith(lock, *slot);
+  if (!st.ok()) {
+    Retire(*slot);
+    return st;
+  }
+  held_[*slot].lock = lock;
+  return absl::OkStatus();
+}
+
+absl::Status LocalMcsClient::LockWith(rdma::RemotePtr lock, int slot) {
   rdma::CpuWord& tail = lock.local<CpuLockLine>()->tail;
-  const rdma::RemotePtr me = Descriptor(*slot);
+  const rdma::RemotePtr me = Descriptor(slot);
   ALockDescriptor& d = *me.local<ALockDescriptor>();
   d.budget.Store(kWait, std::memory_order_relaxed);
   d.next.Store(0, std::memory_order_relaxed);
@@ -247,7 +265,6 @@ absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
       if (!spin.Spin()) return spin.Timeout("LocalMcs: waiting for the predecessor's handover", lock);
     }
   }
-  held_[*slot].lock = lock;
   return absl::OkStatus();
 }
 
@@ -255,8 +272,14 @@ absl::Status LocalMcsClient::Unlock(rdma::RemotePtr lock) {
   auto slot = held_.Held(lock);
   if (!slot.ok()) return slot.status();
   held_[*slot].lock = rdma::RemotePtr();
+  absl::Status st = UnlockWith(lock, *slot);
+  if (!st.ok()) Retire(*slot);
+  return st;
+}
+
+absl::Status LocalMcsClient::UnlockWith(rdma::RemotePtr lock, int slot) {
   rdma::CpuWord& tail = lock.local<CpuLockLine>()->tail;
-  const rdma::RemotePtr me = Descriptor(*slot);
+  const rdma::RemotePtr me = Descriptor(slot);
   uint64_t expected = me.raw();
   if (tail.CompareExchange(expected, 0, std::memory_order_acq_rel)) return absl::OkStatus();
   ALockDescriptor& d = *me.local<ALockDescriptor>();

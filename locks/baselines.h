@@ -77,7 +77,12 @@ class McsClientBase : public LockClient {
   McsClientBase(rdma::Node& node, rdma::Session* session, const ClientOptions& options);
   // Allocates the descriptor lines (the last step of a Create).
   absl::Status AllocateDescriptors();
-  rdma::RemotePtr Descriptor(int slot) const { return descriptors_ + static_cast<uint64_t>(slot) * 64; }
+  rdma::RemotePtr Descriptor(int slot) const { return lines_[static_cast<size_t>(slot)]; }
+  // A free slot whose line is usable.
+  absl::StatusOr<int> Reserve(rdma::RemotePtr lock) const { return held_.Reserve(lock, &lines_); }
+  // After a Lock or Unlock of `slot` failed: its line may still be in that
+  // lock's queue (lock_internal::DescriptorLines).
+  void Retire(int slot) { lines_.Retire(static_cast<size_t>(slot)); }
 
   const ClientOptions options_;
   struct Nothing {};
@@ -85,7 +90,7 @@ class McsClientBase : public LockClient {
 
  private:
   rdma::Node& node_;
-  rdma::RemotePtr descriptors_;
+  lock_internal::DescriptorLines lines_;
 };
 
 class RdmaMcsClient final : public McsClientBase {
@@ -99,6 +104,8 @@ class RdmaMcsClient final : public McsClientBase {
 
  private:
   using McsClientBase::McsClientBase;
+  absl::Status LockWith(rdma::RemotePtr lock, int slot);
+  absl::Status UnlockWith(rdma::RemotePtr lock, int slot);
 };
 
 class LocalMcsClient final : public McsClientBase {
@@ -113,6 +120,8 @@ class LocalMcsClient final : public McsClientBase {
 
  private:
   using McsClientBase::McsClientBase;
+  absl::Status LockWith(rdma::RemotePtr lock, int slot);
+  absl::Status UnlockWith(rdma::RemotePtr lock, int slot);
 };
 
 }  // namespace locks

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "locks/lock.h"
+#include "rdma/node.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
 
@@ -35,13 +37,19 @@ class Spinner {
   explicit Spinner(const ClientOptions& o) : timeout_(o.timeout), yield_after_(o.spins_before_yield) {}
 
   // Call after each unsuccessful poll. False once the deadline has passed.
+  // The deadline starts at the first yield (also with spins_before_yield <=
+  // 0, which means "yield at once"; it used to stay unset then, and every
+  // wait timed out at its 16th poll).
   bool Spin() {
     ++n_;
     if (n_ < yield_after_) {
       CpuRelax();
       return true;
     }
-    if (n_ == yield_after_) deadline_ = std::chrono::steady_clock::now() + timeout_;
+    if (!deadline_set_) {
+      deadline_ = std::chrono::steady_clock::now() + timeout_;
+      deadline_set_ = true;
+    }
     std::this_thread::yield();
     return (n_ & 15) != 0 || std::chrono::steady_clock::now() < deadline_;
   }
@@ -58,6 +66,7 @@ class Spinner {
   std::chrono::nanoseconds timeout_;
   int64_t yield_after_;
   int64_t n_ = 0;
+  bool deadline_set_ = false;
   std::chrono::steady_clock::time_point deadline_{};
 };
 
@@ -105,6 +114,64 @@ inline absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::str
       "is waited out until ClientOptions::timeout; see tests/verbs/README.md \"rxe torn WRITE\")"));
 }
 
+// The descriptor lines of a queue lock's client (MCS-style: ALock and the
+// MCS baselines): one 64-byte line per slot in the client's node's arena,
+// first allocated as one block. After an error inside Lock or Unlock a
+// slot's line may still be linked in that lock's queue: a predecessor may
+// still hand it the lock (its budget) or a successor link behind it (its
+// next), as a CPU store or a late RDMA WRITE. Reusing the line for another
+// lock would let that late hand-over grant the other lock (two holders), or
+// take the other lock's successor. Retire gives the slot a fresh line and
+// never frees or reuses the old one: the leak is one line per error, which
+// is the price of "after an error the lock may be unusable, like a crashed
+// holder's" (lock.h) not spreading to other locks. A slot whose fresh line
+// cannot be allocated is unusable from then on.
+class DescriptorLines {
+ public:
+  static constexpr size_t kLineBytes = 64;
+  DescriptorLines() = default;
+  DescriptorLines(const DescriptorLines&) = delete;
+  DescriptorLines& operator=(const DescriptorLines&) = delete;
+  ~DescriptorLines() {
+    if (node_ == nullptr) return;
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      if (fresh_[i] && !lines_[i].is_null()) node_->Free(lines_[i], kLineBytes);
+    }
+    if (retired_from_block_ == 0) node_->Free(block_, kLineBytes * lines_.size());
+  }
+
+  absl::Status Allocate(rdma::Node& node, int n) {
+    auto b = node.Allocate(kLineBytes * static_cast<size_t>(n), kLineBytes);
+    if (!b.ok()) return b.status();
+    node_ = &node;
+    block_ = *b;
+    lines_.resize(static_cast<size_t>(n));
+    fresh_.assign(static_cast<size_t>(n), false);
+    for (size_t i = 0; i < lines_.size(); ++i) lines_[i] = block_ + i * kLineBytes;
+    return absl::OkStatus();
+  }
+  // Slot i's line; null once the slot is unusable.
+  rdma::RemotePtr operator[](size_t i) const { return lines_[i]; }
+  bool usable(size_t i) const { return !lines_[i].is_null(); }
+  // After an error that may have left slot i's line in a queue.
+  void Retire(size_t i) {
+    if (lines_[i].is_null()) return;
+    ++retired_;
+    if (!fresh_[i]) ++retired_from_block_;
+    auto line = node_->Allocate(kLineBytes, kLineBytes);
+    lines_[i] = line.ok() ? *line : rdma::RemotePtr();
+    fresh_[i] = line.ok();
+  }
+  int retired() const { return retired_; }
+
+ private:
+  rdma::Node* node_ = nullptr;
+  rdma::RemotePtr block_;
+  std::vector<rdma::RemotePtr> lines_;
+  std::vector<bool> fresh_;  // lines_[i] allocated by Retire, not part of block_
+  int retired_ = 0, retired_from_block_ = 0;
+};
+
 // The locks a client holds, one descriptor line each.
 template <typename Extra>
 class HeldSlots {
@@ -122,19 +189,25 @@ class HeldSlots {
     }
     return -1;
   }
-  // A free slot for `lock`, or an error (already held / all in use).
-  absl::StatusOr<int> Reserve(rdma::RemotePtr lock) const {
+  // A free slot for `lock` (one that `usable` accepts, when given), or an
+  // error (already held / all in use).
+  absl::StatusOr<int> Reserve(rdma::RemotePtr lock, const DescriptorLines* usable = nullptr) const {
     int free = -1;
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].lock == lock) {
         return absl::FailedPreconditionError(absl::StrCat("lock ", lock.node(), ":0x", absl::Hex(lock.address()),
                                                           " is already held by this client (not reentrant)"));
       }
-      if (free < 0 && slots_[i].lock.is_null()) free = static_cast<int>(i);
+      if (free < 0 && slots_[i].lock.is_null() && (usable == nullptr || usable->usable(i))) {
+        free = static_cast<int>(i);
+      }
     }
     if (free < 0) {
-      return absl::ResourceExhaustedError(absl::StrCat("client already holds ", slots_.size(),
-                                                       " locks (ClientOptions::max_held)"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "client already holds ", slots_.size(), " locks (ClientOptions::max_held)",
+          usable != nullptr && usable->retired() > 0
+              ? absl::StrCat(", or lost their descriptors to ", usable->retired(), " errors")
+              : ""));
     }
     return free;
   }

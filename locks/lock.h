@@ -33,7 +33,12 @@
 // completion timeout) is returned as a non-OK absl::Status; a wait that exceeds
 // ClientOptions::timeout returns DeadlineExceeded. Nothing waits forever.
 // After an error the lock may be left unusable (as with any queue lock whose
-// member vanished); the caller treats it like a crashed holder.
+// member vanished); the caller treats it like a crashed holder. The client
+// stays usable for other locks: a queue lock's client never reuses a
+// descriptor that an error may have left in a queue (it takes a fresh
+// 64-byte line for that slot and leaks the old one; lock_internal::
+// DescriptorLines), so a late hand-over of the broken lock cannot grant
+// another one.
 
 #include <chrono>
 #include <cstddef>

@@ -231,10 +231,18 @@ absl::Status Session::ConnectTo(NodeId node) {
 
 absl::Status Session::Reconnect(NodeId node) {
   if (node >= qps_.size()) return absl::InvalidArgumentError(absl::StrCat("no node ", node));
-  if (qps_[node].qp) (void)qps_[node].qp->Reset();
-  // Discard completions of the old QP (flushes) before its number is reused.
+  // Discard the old QP's completions (its flushes) before its number can be
+  // reused; every other QP's completions in the shared CQ are booked as
+  // WaitFor books them (their errors kept for their nodes), not dropped.
+  const bool had_qp = qps_[node].qp != nullptr;
+  const uint32_t old_num = had_qp ? qps_[node].qp->qp_num() : 0;
+  if (had_qp) (void)qps_[node].qp->Reset();
   Completion buf[16];
-  while (cq_->Poll(absl::MakeSpan(buf)) > 0) {
+  for (int n; (n = cq_->Poll(absl::MakeSpan(buf))) > 0;) {
+    for (int i = 0; i < n; ++i) {
+      if (had_qp && buf[i].qp_num == old_num) continue;
+      Account(buf[i], node, nullptr);
+    }
   }
   qps_[node].qp.reset();
   ReleaseResponder(node);  // the peer's end of the old QP
@@ -304,17 +312,19 @@ absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait
     if (absl::Status s = WaitFor(target, p.inflight.front().first); !s.ok()) return s;
   }
   OpCounters& counters = ThisThreadCounters();
+  uint64_t bytes = 0;
+  bool fenced = false;
   for (WorkRequest& wr : wrs) {
     wr.wr_id = next_wr_id_++;
     wr.signaled = false;
-    counters.bytes += wr.length;
+    bytes += wr.length;
+    fenced = fenced || (wr.fence && wr.opcode != Opcode::kWrite);
   }
   wrs.back().signaled = true;
   const uint64_t last = wrs.back().wr_id;
-  for (const WorkRequest& wr : wrs) {
-    if (wr.fence && wr.opcode != Opcode::kWrite) p.fenced_rd_atomic = last;
-  }
-  if (absl::Status s = p.qp->Post(wrs); !s.ok()) return s;
+  if (absl::Status s = p.qp->Post(wrs); !s.ok()) return s;  // nothing posted, nothing counted
+  if (fenced) p.fenced_rd_atomic = last;
+  counters.bytes += bytes;
   counters.nic_ops += wrs.size();
   counters.doorbells += 1;
   p.last_posted = last;
@@ -335,6 +345,16 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
     if (left <= std::chrono::nanoseconds::zero()) {
       // A known Soft-RoCE deadlock looks exactly like a stalled peer: say so.
       const bool fenced = target_qp.fenced_rd_atomic > target_qp.last_completed;
+      // The QP is broken from here on (SessionOptions::completion_timeout):
+      // its queued work requests must never run later, when a READ's or an
+      // atomic's result would land in scratch bytes that a later operation
+      // uses. Reset it (the soft NIC waits for a work request it is
+      // executing; verbs moves it to ERR, then RESET); posts fail until
+      // Reconnect, and nothing is waited for on it any more.
+      (void)target_qp.qp->Reset();
+      target_qp.last_completed = target_qp.last_posted;
+      target_qp.inflight.clear();
+      target_qp.inflight_wrs = 0;
       return absl::DeadlineExceededError(absl::StrCat(
           "no completion within ", absl::FormatDuration(absl::FromChrono(options_.completion_timeout)),
           " on the QP from node ", self_.id(), " to node ", target, "; the NIC or the peer is stalled",
@@ -343,31 +363,32 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
                  : ""));
     }
     int n = cq_->Wait(absl::MakeSpan(buf), options_.poll_mode, left);
-    for (int i = 0; i < n; ++i) {
-      const Completion& c = buf[i];
-      for (size_t node = 0; node < qps_.size(); ++node) {
-        PeerQp& p = qps_[node];
-        if (!p.qp || p.qp->qp_num() != c.qp_num) continue;
-        if (c.status != CompletionStatus::kSuccess) {
-          absl::Status err = CompletionToStatus(c);
-          if (node == target) {
-            if (first_error.ok()) first_error = err;
-          } else if (p.deferred_error.ok()) {
-            p.deferred_error = err;
-          }
-        }
-        if (c.wr_id > p.last_completed) p.last_completed = c.wr_id;
-        while (!p.inflight.empty() && p.inflight.front().first <= p.last_completed) {
-          p.inflight_wrs -= p.inflight.front().second;
-          p.inflight.pop_front();
-        }
-      }
-    }
+    for (int i = 0; i < n; ++i) Account(buf[i], target, &first_error);
   }
   if (first_error.ok() && !target_qp.deferred_error.ok()) {
     first_error = std::exchange(target_qp.deferred_error, absl::OkStatus());
   }
   return first_error;
+}
+
+void Session::Account(const Completion& c, NodeId target, absl::Status* target_error) {
+  for (size_t node = 0; node < qps_.size(); ++node) {
+    PeerQp& p = qps_[node];
+    if (!p.qp || p.qp->qp_num() != c.qp_num) continue;
+    if (c.status != CompletionStatus::kSuccess) {
+      absl::Status err = CompletionToStatus(c);
+      if (node == target && target_error != nullptr) {
+        if (target_error->ok()) *target_error = err;
+      } else if (p.deferred_error.ok()) {
+        p.deferred_error = err;
+      }
+    }
+    if (c.wr_id > p.last_completed) p.last_completed = c.wr_id;
+    while (!p.inflight.empty() && p.inflight.front().first <= p.last_completed) {
+      p.inflight_wrs -= p.inflight.front().second;
+      p.inflight.pop_front();
+    }
+  }
 }
 
 std::string Session::DescribeAddress(uint64_t address) const {

@@ -21,8 +21,11 @@ namespace rdma {
 
 struct SessionOptions {
   PollMode poll_mode = PollMode::kBusy;
-  // Longest wait for one completion before the op fails with DeadlineExceeded
-  // (the QP is then treated as broken). Never an unbounded hang.
+  // Longest wait for one completion before the op fails with DeadlineExceeded.
+  // The QP is then broken: it is reset (its queued work requests never run,
+  // so no late READ or atomic result lands in the scratch buffer a later
+  // operation uses), and operations to that node fail with
+  // FailedPrecondition until Session::Reconnect. Never an unbounded hang.
   std::chrono::nanoseconds completion_timeout = std::chrono::seconds(10);
   // Registered bounce buffer for READ results and non-inline WRITE payloads.
   size_t scratch_bytes = size_t{1} << 20;
@@ -212,6 +215,11 @@ class Session {
   absl::StatusOr<uint32_t> RkeyFor(RemotePtr p, size_t len) const;
   absl::Status Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait);
   absl::Status WaitFor(NodeId target, uint64_t wr_id);
+  // Books one completion against the peer whose QP it came from: its error
+  // goes to *target_error when that peer is `target`, else to the peer's
+  // deferred_error; its WR id advances last_completed and frees send-queue
+  // room. Completions of no current QP (an old, reset one) are dropped.
+  void Account(const Completion& c, NodeId target, absl::Status* target_error);
   absl::Status NotConnectedError(NodeId node) const;
   void ReleaseResponder(NodeId node);
 

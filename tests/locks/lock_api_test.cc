@@ -3,8 +3,10 @@
 // instead of hangs, NIC failures surfacing as Status, several held locks.
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "locks/alock.h"
 #include "locks/baselines.h"
@@ -196,6 +198,80 @@ TEST_F(LockApiTest, WaitingTooLongIsDeadlineExceeded) {
                                                                 << ": " << st;
       // The lock is now poisoned by the abandoned waiter (documented); drop it.
     }
+  }
+}
+
+// A client whose wait for lock L1 timed out left its descriptor in L1's
+// queue; its next lock, L2, must not use that descriptor: when L1's holder
+// then unlocks, its hand-over goes to the abandoned descriptor, and with the
+// descriptor reused the client would "get" L2 while L2's holder still holds
+// it. The client takes L2 only when L2's holder unlocks. Native and NIC
+// waiters, for every queue lock.
+TEST_F(LockApiTest, ADescriptorLeftInAQueueIsNeverReused) {
+  struct Case {
+    LockKind kind;
+    NodeId waiter;
+  };
+  for (Case c : {Case{LockKind::kALock, 0}, Case{LockKind::kALock, 1}, Case{LockKind::kLocalMcs, 0},
+                 Case{LockKind::kRdmaMcs, 1}}) {
+    SCOPED_TRACE(absl::StrCat(LockKindName(c.kind), " waiter on node ", c.waiter));
+    LockTable t = Table(0, c.kind, 2);
+    auto s0 = Session(0);
+    auto s0b = Session(0);
+    auto sw = Session(c.waiter);
+    auto a = Client(c.kind, 0, s0.get());   // holds L1
+    auto b = Client(c.kind, 0, s0b.get());  // holds L2
+    ClientOptions o;
+    o.timeout = std::chrono::milliseconds(300);
+    o.max_held = 1;  // one slot: the retry must not take the abandoned line
+    auto w = Client(c.kind, c.waiter, sw.get(), o);
+    ASSERT_TRUE(a && b && w);
+    ASSERT_TRUE(a->Lock(t.at(0)).ok());
+    ASSERT_TRUE(b->Lock(t.at(1)).ok());
+    EXPECT_EQ(w->Lock(t.at(0)).code(), absl::StatusCode::kDeadlineExceeded);  // left in L1's queue
+    std::atomic<bool> got{false};
+    absl::Status st;
+    std::thread waiter([&] {
+      st = w->Lock(t.at(1));
+      got = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // L1's holder hands over to its successor: the abandoned descriptor.
+    const absl::Status unlock_a = a->Unlock(t.at(0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    EXPECT_FALSE(got.load()) << "took L2 while its holder held it: " << st;
+    ASSERT_TRUE(b->Unlock(t.at(1)).ok());
+    waiter.join();
+    EXPECT_TRUE(st.ok()) << st;
+    if (st.ok()) EXPECT_TRUE(w->Unlock(t.at(1)).ok());
+    (void)unlock_a;  // handing L1 to an abandoned waiter may succeed or fail; L1 is unusable now
+  }
+}
+
+// spins_before_yield = 0 means "yield at once", not "time out at once": a
+// waiter behind a holder that leaves after 50 ms gets the lock (the deadline
+// used to be set only at exactly spins_before_yield spins, so with 0 every
+// wait failed at its 16th poll).
+TEST_F(LockApiTest, YieldingAtOnceStillWaitsTheWholeTimeout) {
+  ClientOptions o;
+  o.spins_before_yield = 0;
+  o.timeout = std::chrono::seconds(5);
+  for (LockKind kind : {LockKind::kALock, LockKind::kRdmaSpin, LockKind::kRdmaMcs, LockKind::kLocalMcs}) {
+    LockTable t = Table(0, kind, 1);
+    auto s0 = Session(0);
+    auto s1 = Session(0);
+    auto holder = Client(kind, 0, s0.get());
+    auto waiter = Client(kind, 0, s1.get(), o);
+    ASSERT_TRUE(holder && waiter);
+    ASSERT_TRUE(holder->Lock(t.at(0)).ok());
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      EXPECT_TRUE(holder->Unlock(t.at(0)).ok());
+    });
+    const absl::Status st = waiter->Lock(t.at(0));
+    release.join();
+    EXPECT_TRUE(st.ok()) << LockKindName(kind) << ": " << st;
+    if (st.ok()) EXPECT_TRUE(waiter->Unlock(t.at(0)).ok());
   }
 }
 

@@ -2,6 +2,8 @@
 // that later let mutants be caught, and its fault hooks.
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -517,6 +519,72 @@ TEST(SoftNic, LatencyInjectionDelaysEveryOperation) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_GE(elapsed, std::chrono::milliseconds(10));
   Soft(*cluster, 0).SetLatency(std::chrono::nanoseconds(0));
+}
+
+// A READ that timed out must never land later: its result would go to the
+// scratch bytes that the next operation's payload occupies. The timed-out QP
+// is reset, so the next operation to that node fails instead of writing a
+// mix, and after Reconnect it writes exactly what it was given.
+TEST(SoftNic, TimedOutReadNeverLandsInALaterWritesPayload) {
+  auto cluster = SoftCluster(2);
+  RemotePtr word = *cluster->node(1).Allocate(8);
+  RemotePtr dst = *cluster->node(1).Allocate(128);
+  __atomic_store_n(word.local<uint64_t>(), 0xdeadbeefdeadbeefull, __ATOMIC_RELEASE);
+  SessionOptions o;
+  o.completion_timeout = std::chrono::milliseconds(60);
+  auto s = cluster->NewSession(0, o);
+  ASSERT_TRUE(s.ok());
+  Soft(*cluster, 0).SetLatency(std::chrono::milliseconds(100));
+  EXPECT_EQ((*s)->Read64(word).status().code(), absl::StatusCode::kDeadlineExceeded);
+  Soft(*cluster, 0).SetLatency(std::chrono::nanoseconds(0));
+  std::vector<uint8_t> payload(128);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i + 1);
+  absl::Status after = (*s)->Write(dst, payload.data(), payload.size());  // 128 bytes: not inline, via scratch
+  EXPECT_FALSE(after.ok()) << "the QP that timed out must be broken until Reconnect";
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the old READ's latency
+  ASSERT_TRUE((*s)->Reconnect(1).ok());
+  ASSERT_TRUE((*s)->Write(dst, payload.data(), payload.size()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(std::memcmp(dst.local<uint8_t>(), payload.data(), payload.size()), 0);
+}
+
+// Reconnect(n) resets n's QP and drops its completions from the shared CQ,
+// but not other nodes' completions: a chain posted to node 2 without waiting
+// completes, and Drain sees it (it waited the whole completion timeout, then
+// failed, when Reconnect(1) had dropped node 2's completion).
+TEST(SoftNic, ReconnectKeepsOtherNodesCompletions) {
+  auto cluster = SoftCluster(3);
+  RemotePtr on1 = *cluster->node(1).Allocate(8);
+  RemotePtr on2 = *cluster->node(2).Allocate(8);
+  SessionOptions o;
+  o.completion_timeout = std::chrono::seconds(2);
+  auto s = cluster->NewSession(0, o);
+  ASSERT_TRUE(s.ok());
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(Batch(**s, 2).Write64(on2, round).PostWithoutWaiting().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the NIC executes it meanwhile
+    ASSERT_TRUE((*s)->Reconnect(1).ok());
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE((*s)->Drain().ok()) << round;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1)) << round;
+  }
+  EXPECT_EQ(*(*s)->Read64(on2), 19u);
+  EXPECT_TRUE((*s)->Write64(on1, 1).ok());
+}
+
+// A post that fails (the QP is not ready) counts nothing: no bytes either.
+TEST(SoftNic, AFailedPostCountsNothing) {
+  auto cluster = SoftCluster(2);
+  RemotePtr w = *cluster->node(1).Allocate(8);
+  auto s = cluster->NewSession(0);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->queue_pair(1).Reset().ok());
+  const OpCounters before = ThisThreadCounters();
+  EXPECT_FALSE((*s)->Write64(w, 1).ok());
+  const OpCounters d = ThisThreadCounters() - before;
+  EXPECT_EQ(d.nic_ops, 0u);
+  EXPECT_EQ(d.doorbells, 0u);
+  EXPECT_EQ(d.bytes, 0u);
 }
 
 TEST(SoftNic, CompletionTimeoutIsAnErrorNotAHang) {
