@@ -13,9 +13,12 @@ passed=0
 failed=0
 failed_names=()
 
-# The status lines of the targets that did not pass in bazel log $1.
+# The status lines of the targets that did not pass in bazel log $1: every
+# target status line but a PASSED one (FAILED, TIMEOUT, "FLAKY, failed in 1
+# out of 2", NO STATUS, INCOMPLETE, FAILED TO BUILD, partly cached results,
+# and any status a later bazel may add).
 failed_target_lines() {
-  grep -E '^//\S+\s+(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$1"
+  grep -E '^//\S+\s' "$1" | grep -vE '^//\S+\s+(\(cached\) )?PASSED'
 }
 
 # Counts one `bazel test --test_summary=short` run from its log $2 (label $1,
@@ -33,7 +36,8 @@ count_bazel_log() {
     failed_names+=("${label} ${name}")
     f=$((f + 1))
   done < <(failed_target_lines "$log" |
-           awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(FAILED|TIMEOUT|FLAKY|NO|INCOMPLETE)$/) { print $1, $i; break }}')
+           awk '{st = "?"; for (i = 2; i <= NF; i++) if ($i ~ /^[A-Z]+,?$/) { st = $i; break }
+                 sub(/,$/, "", st); print $1, st}')
   if [[ $f -eq 0 && $rc -ne 0 ]]; then
     if grep -q '^ERROR:' "$log"; then
       failed_names+=("${label} bazel exit ${rc} (build error, see the ERROR: lines)")
@@ -54,14 +58,19 @@ count_bazel_log() {
 # exit with no failure in the summary counts as one failure: the guest tests
 # are part of the suite, so not running them is not a pass.
 run_guest() {
-  local script=$1 out rc
+  local script=$1 out rc log
   if [[ ! -f "$script" || ! -x "$script" ]]; then
     failed=$((failed + 1))
     failed_names+=("guest: ${script} is missing or not executable")
     return
   fi
-  out=$("$script" 2>&1 | tee /dev/stderr | tail -n 1; exit "${PIPESTATUS[0]}")
+  # In the background, so that a signal to this script reaches it (on_signal).
+  log=$(mktemp)
+  "$script" >"$log" 2>&1 &
+  run_child "$log"
   rc=$?
+  out=$(tail -n 1 "$log")
+  rm -f "$log"
   if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
     passed=$((passed + BASH_REMATCH[1]))
     failed=$((failed + BASH_REMATCH[2]))
@@ -99,6 +108,35 @@ ${text}")
   done < <(failed_target_lines "$log" | awk '{print $1}')
 }
 
+# Waits for the background job just started ($!), which writes to log $1,
+# copying the log to stderr as it grows (only the lines that match $2, if
+# given); returns the job's exit status. While it runs, a signal to this
+# script is passed on to it by pid (on_signal).
+child=0
+run_child() {
+  local log=$1 filter=${2:-} rc
+  child=$!
+  if [[ -n "$filter" ]]; then
+    tail -n +1 -f --pid="$child" "$log" | grep --line-buffered -E "$filter" >&2 &
+  else
+    tail -n +1 -f --pid="$child" "$log" >&2 &
+  fi
+  local copier=$!
+  wait "$child"
+  rc=$?
+  wait "$copier" 2>/dev/null
+  child=0
+  return $rc
+}
+on_signal() {
+  if [[ $child -ne 0 ]]; then
+    kill -TERM "$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+  fi
+  echo "run_tests.sh: interrupted; the run did not finish" >&2
+  exit 130
+}
+
 # The summary: each failed test's excerpt, each failure, then the last line,
 # exactly "N passed, N failed". Status 0 iff nothing failed and something
 # passed.
@@ -123,6 +161,7 @@ for arg in "$@"; do
 done
 
 tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
+trap on_signal INT TERM HUP
 
 start=$(date +%s)
 
@@ -131,8 +170,11 @@ run_bazel() {  # $1 = label, rest = bazel args
   echo "=== bazel test ${label} ($(( $(date +%s) - start ))s elapsed)" >&2
   local log rc
   log=$(mktemp)
-  bazel test --test_summary=short "$@" //... 2>&1 | tee "$log" | grep -E '^//|^Executed|ERROR' >&2
-  rc=${PIPESTATUS[0]}
+  # One attempt per test (a retry would hide a failure as FLAKY, whatever a
+  # user's bazelrc says) and no cached results (every test runs now).
+  bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results "$@" //... >"$log" 2>&1 &
+  run_child "$log" '^//|^Executed|ERROR'
+  rc=$?
   count_bazel_log "$label" "$log" "$rc"
   excerpt_failed_logs "$label" "$log" "$(bazel info "$@" bazel-testlogs 2>/dev/null)"
   rm -f "$log"
@@ -147,3 +189,8 @@ if [[ $quick -eq 0 ]]; then
 fi
 echo "total time $(( $(date +%s) - start ))s" >&2
 print_summary
+status=$?
+# Under CI (a fresh clone each time) the clone's Bazel server would idle on
+# for hours after the run: stop it.
+if [[ -n "${CI:-}" ]]; then bazel shutdown >/dev/null 2>&1 || true; fi
+exit $status

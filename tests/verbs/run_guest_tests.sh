@@ -132,6 +132,9 @@ parse_run() {
         local verdict=PASS why=""
         if [ "$rc" != 0 ]; then verdict=FAIL; why="exit $rc"; fi
         if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then verdict=FAIL; why="${why:+$why, }$skipped skipped"; fi
+        # Every listed binary must run tests on verbs: one whose suites all
+        # instantiate nothing there passes 0 tests with exit 0.
+        if [ "${tests:-0}" -eq 0 ]; then verdict=FAIL; why="${why:+$why, }no test ran"; fi
         [ "$failed_tests" != 0 ] && why="${why:+$why, }$failed_tests failed"
         if [ $verdict = PASS ]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
         SUMMARY+=("$(printf '%-4s %-36s %-8s %4s tests passed  %6.1f s%s' "$verdict" "$name" "$tag" "${tests:-0}" \

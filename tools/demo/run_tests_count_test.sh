@@ -49,6 +49,15 @@ cat >"$tmp/failures.log" <<'LOG'
 
 Executed 3 out of 4 tests: 1 test passes and 3 fail locally.
 LOG
+cat >"$tmp/odd.log" <<'LOG'
+//a:x_test                                                        PASSED in 0.1s
+//a:f_test                                 FLAKY, failed in 1 out of 2 in 3.1s
+//a:p_test                                       (1/3 cached) FAILED in 2.0s
+//a:b_test                                                 FAILED TO BUILD
+//a:n_test                                                 SOMETHING NEW
+
+Executed 3 out of 5 tests: 1 test passes and 4 fail locally.
+LOG
 cat >"$tmp/builderror.log" <<'LOG'
 ERROR: /work/a/BUILD:3:8: Compiling a/x.cc failed: (Exit 1)
 INFO: Elapsed time: 1.0s
@@ -67,6 +76,12 @@ check "failed targets are counted, not the exit status" "1 passed, 3 failed" 1 \
 FAILED: (default) //b:z_test TIMEOUT
 FAILED: (default) //b:w_test NO" \
   "count_bazel_log '(default)' '$tmp/failures.log' 3"
+check "flaky, partly cached, failed to build and unknown statuses fail" "1 passed, 4 failed" 1 \
+  "FAILED: (default) //a:f_test FLAKY
+FAILED: (default) //a:p_test FAILED
+FAILED: (default) //a:b_test FAILED
+FAILED: (default) //a:n_test SOMETHING" \
+  "count_bazel_log '(default)' '$tmp/odd.log' 0"
 check "build error" "0 passed, 1 failed" 1 \
   "FAILED: --config=tsan bazel exit 1 (build error, see the ERROR: lines)" \
   "count_bazel_log '--config=tsan' '$tmp/builderror.log' 1"
@@ -102,6 +117,29 @@ check "guest script missing" "3 passed, 1 failed" 1 \
 check "guest script not executable" "3 passed, 1 failed" 1 \
   "FAILED: guest: $tmp/guest_noexec.sh is missing or not executable" \
   "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/guest_noexec.sh'"
+
+# A signal to run_tests.sh reaches the stage it is waiting for (by pid), and
+# the run ends as interrupted, never with a summary.
+printf '#!/bin/sh\necho $$ >"%s/slow.pid"\nexec sleep 30\n' "$tmp" >"$tmp/guest_slow.sh"
+chmod +x "$tmp/guest_slow.sh"
+bash -c "source '$script'; trap on_signal INT TERM HUP; run_guest '$tmp/guest_slow.sh'; print_summary" \
+  >"$tmp/sig.out" 2>&1 &
+runner=$!
+for _ in $(seq 1 100); do [[ -s "$tmp/slow.pid" ]] && break; sleep 0.1; done
+sleep 0.3
+kill -TERM "$runner"
+wait "$runner"
+st=$?
+slow=$(cat "$tmp/slow.pid" 2>/dev/null || echo 0)
+if [[ $st -eq 130 && $slow -ne 0 ]] && ! kill -0 "$slow" 2>/dev/null && grep -q 'interrupted' "$tmp/sig.out" &&
+   ! grep -q ' passed, ' "$tmp/sig.out"; then
+  echo "ok: a signal stops the running stage and the run"
+else
+  echo "FAIL: a signal stops the running stage and the run (status $st, stage pid $slow)" >&2
+  cat "$tmp/sig.out" >&2
+  [[ $slow -ne 0 ]] && kill "$slow" 2>/dev/null
+  fail=1
+fi
 
 # A failed target's excerpt: its failure lines and its log's end come before
 # the verdict; a target without a log says so.
