@@ -27,8 +27,11 @@
 //   mixed/queue/2native_1remote
 //                         threads 0-1 native (enqueue then dequeue), thread 2
 //                         on node 1 remote (the same), as fast as each can;
-//                         `native_ops` is the native threads' rate alone, to
-//                         compare with native/queue/2both
+//                         `native_ops` is the native threads' rate alone, each
+//                         native thread timing its own loop (every thread
+//                         runs the same number of iterations, and the remote
+//                         thread's loop takes longer or shorter), to compare
+//                         with native/queue/2both
 //   mixed/queue/2native_1remote_10pct
 //                         the same, but the remote thread skips iterations
 //                         (yields) while it has moved more than 1/9 of what
@@ -234,6 +237,8 @@ enum class Mode { k1p1c, k2Both, kBatch, kMixed, kMixed10 };
 // Values moved by the native threads of a kMixed10 run, published every 32
 // iterations (the remote thread paces itself by it).
 std::atomic<int64_t> g_native_moved{0};
+// Native threads of the current mixed run that have left their loop.
+std::atomic<int> g_natives_done{0};
 
 void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t batch, bool park = false) {
   Env& env = GetEnv();
@@ -285,6 +290,7 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   int64_t native_moved = 0, published = 0, remote_moved = 0;
   const bool native_thread = !(mixed && state.thread_index() == 2);
   const int64_t native_base = g_native_moved.load();
+  if (state.thread_index() == 0) g_natives_done.store(0);  // before the start barrier: no thread is done yet
   if (state.thread_index() == 0 && mode != Mode::kBatch) {  // a batch run has a fresh queue of its own
     for (;;) {
       absl::StatusOr<std::vector<Value32>> out = c.DequeueBatch(kHome, 16, path);
@@ -302,7 +308,14 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
       if (error.ok()) error = absl::InternalError("queue_bench: the warm-up round lost values");
     }
   }
-  Loop(state, [&](uint64_t i) -> int64_t {
+  // A mixed run's native rate is timed by the native threads themselves:
+  // Google Benchmark gives every thread the same number of iterations and
+  // reports the mean of the threads' loop times, and the remote thread's
+  // loop takes another time than the native threads' (until stop 24 the
+  // native rate was divided by that mean, which understated it).
+  std::chrono::steady_clock::time_point loop_start;
+  auto body = [&](uint64_t i) -> int64_t {
+    if (i == 0) loop_start = std::chrono::steady_clock::now();
     int64_t m = 0;
     if (mode == Mode::kMixed10 && !native_thread && 9 * remote_moved > g_native_moved.load() - native_base) {
       std::this_thread::yield();  // ahead of 10% of all values: skip this iteration
@@ -338,9 +351,28 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
       published = native_moved;
     }
     return m;
-  });
+  };
+  Loop(state, body);
+  if (mixed && native_thread) {
+    g_natives_done.fetch_add(1);
+  } else if (mixed) {
+    // The remote thread keeps going (untimed, with the same pacing) until
+    // both native threads are done: otherwise, with every thread given the
+    // same number of iterations, it could finish first and leave the native
+    // threads a stretch without it.
+    for (uint64_t i = uint64_t{1} << 32; g_natives_done.load() < 2; ++i) {
+      if (body(i) < 0) break;
+    }
+  }
   if (mixed) {
-    state.counters["native_ops"] = benchmark::Counter(static_cast<double>(native_moved), benchmark::Counter::kIsRate);
+    // Values per second of this native thread over its own loop (0 for the
+    // remote thread); the counter sums them over the threads.
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    state.counters["native_ops"] =
+        benchmark::Counter(native_thread && secs > 0 ? static_cast<double>(native_moved) / secs : 0.0);
+    // The remote thread's share of the values moved while it ran.
+    state.counters["remote_values"] = benchmark::Counter(static_cast<double>(remote_moved));
   }
   if (!error.ok()) state.SkipWithError(error.ToString().c_str());
   client->reset();
@@ -421,8 +453,10 @@ int main(int argc, char** argv) {
   spec.own_flag = [](absl::string_view arg, std::string* error) {
     if (arg.substr(0, 11) != "--capacity=") return false;
     uint64_t n = 0;
-    if (!absl::SimpleAtoi(arg.substr(11), &n) || n < 16 || n > (uint64_t{1} << 24)) {
-      *error = absl::StrCat("bad ", arg, " (16..16777216)");
+    // At most 65534: boost::lockfree::queue's fixed-size pool indexes its
+    // nodes with 16 bits (one node is its dummy), and it throws beyond that.
+    if (!absl::SimpleAtoi(arg.substr(11), &n) || n < 16 || n > 65534) {
+      *error = absl::StrCat("bad ", arg, " (16..65534: boost::lockfree::queue's fixed-size pool limit)");
     }
     g_capacity = n;
     return true;

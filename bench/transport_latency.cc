@@ -33,6 +33,29 @@ rdma::verbs::DeviceFlags g_device_flags;  // --device/--port/--gid-index
 
 enum class Verb { kRead, kWrite, kCas, kFaa };
 
+// Latency samples of one run: the first kWarmupOps operations are dropped
+// (a fresh cluster's first operations pay cold caches and page faults), then
+// the last kKept are kept, overwriting the oldest, so the percentiles
+// describe the run's steady state, not only its beginning.
+class Samples {
+ public:
+  static constexpr size_t kWarmupOps = 1000;
+  static constexpr size_t kKept = size_t{1} << 16;
+  void Add(double us) {
+    if (seen_++ < kWarmupOps) return;
+    if (v_.size() < kKept) {
+      v_.push_back(us);
+    } else {
+      v_[next_++ % kKept] = us;
+    }
+  }
+  std::vector<double>& values() { return v_; }
+
+ private:
+  std::vector<double> v_;
+  size_t seen_ = 0, next_ = 0;
+};
+
 // Fills the median and p99 of `lat_us` (scaled by `scale`) and the counts per
 // iteration into the benchmark's counters.
 void Report(benchmark::State& state, std::vector<double>& lat_us, double scale, const rdma::OpCounters& d) {
@@ -73,8 +96,7 @@ void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
   }
   rdma::RemotePtr word = *cluster->node(0).Allocate(64);
   rdma::Session& s = **session;
-  std::vector<double> lat_us;
-  lat_us.reserve(1 << 16);
+  Samples lat_us;
   const rdma::OpCounters before = rdma::ThisThreadCounters();
   uint64_t v = 0;
   for (auto _ : state) {
@@ -91,9 +113,9 @@ void BM_Latency(benchmark::State& state, Verb verb, bool remote) {
       state.SkipWithError(std::string(st.message()).c_str());
       break;
     }
-    if (lat_us.size() < lat_us.capacity()) lat_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    lat_us.Add(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
-  Report(state, lat_us, 1.0, rdma::ThisThreadCounters() - before);
+  Report(state, lat_us.values(), 1.0, rdma::ThisThreadCounters() - before);
 }
 
 // Spins until `word` (written by a NIC) holds `want`. False after `timeout`
@@ -140,8 +162,7 @@ void BM_WritePingPong(benchmark::State& state) {
     if (absl::Status s = (*session)->Drain(); responder_status.ok()) responder_status = s;
   });
   auto session = cluster->NewSession(0);
-  std::vector<double> rtt_us;
-  rtt_us.reserve(1 << 16);
+  Samples rtt_us;
   absl::Status error;
   const rdma::OpCounters before = rdma::ThisThreadCounters();
   uint64_t i = 0;
@@ -161,7 +182,7 @@ void BM_WritePingPong(benchmark::State& state) {
       break;
     }
     const auto t1 = std::chrono::steady_clock::now();
-    if (rtt_us.size() < rtt_us.capacity()) rtt_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    rtt_us.Add(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   if (session.ok()) {
     if (absl::Status s = (*session)->Drain(); error.ok()) error = s;
@@ -174,7 +195,7 @@ void BM_WritePingPong(benchmark::State& state) {
     state.SkipWithError(std::string(error.message()).c_str());
     return;
   }
-  Report(state, rtt_us, 0.5, d);
+  Report(state, rtt_us.values(), 0.5, d);
 }
 
 void Register() {

@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -145,6 +146,14 @@ std::vector<uint64_t> MakeKeys(size_t count, uint64_t seed, Keep keep) {
     if (k == 0 || k == ~uint64_t{0} || !seen.insert(k).second || !keep(k)) continue;
     keys.push_back(k);
   }
+  return keys;
+}
+
+// `keys` in a deterministic pseudo-random order (for filling node-based
+// baselines without giving them the locality of the keys' rank order).
+inline std::vector<uint64_t> Shuffled(std::vector<uint64_t> keys, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::shuffle(keys.begin(), keys.end(), gen);
   return keys;
 }
 
