@@ -360,8 +360,9 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
     // both native threads are done: otherwise, with every thread given the
     // same number of iterations, it could finish first and leave the native
     // threads a stretch without it.
-    for (uint64_t i = uint64_t{1} << 32; g_natives_done.load() < 2; ++i) {
-      if (body(i) < 0) break;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a native thread failed
+    for (uint64_t i = uint64_t{1} << 32; g_natives_done.load() < 2 && error.ok(); ++i) {
+      if (body(i) < 0 || ((i & 1023) == 0 && std::chrono::steady_clock::now() > give_up)) break;
     }
   }
   if (mixed) {
