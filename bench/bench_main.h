@@ -45,6 +45,31 @@ struct MainSpec {
   std::function<void()> teardown = nullptr;
 };
 
+
+// The display reporter Google Benchmark would use, counting the runs that
+// ended in an error (SkipWithError), so that the binary can exit non-zero:
+// a benchmark that failed must not read as a result.
+class ErrorCountingReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit ErrorCountingReporter(benchmark::BenchmarkReporter* inner) : inner_(inner) {}
+  bool ReportContext(const Context& context) override { return inner_->ReportContext(context); }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (!r.error_occurred) continue;
+      if (errors_++ == 0) first_error_ = r.benchmark_name() + ": " + r.error_message;
+    }
+    inner_->ReportRuns(runs);
+  }
+  void Finalize() override { inner_->Finalize(); }
+  size_t errors() const { return errors_; }
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  benchmark::BenchmarkReporter* inner_;  // Google Benchmark's own (not owned)
+  size_t errors_ = 0;
+  std::string first_error_;
+};
+
 // Parses the command line into *fabric / *device_flags and the binary's own
 // flags, then runs the benchmarks. Returns the process exit code: 2 for bad
 // flags (with a message on stderr), else 0.
@@ -94,9 +119,19 @@ inline int RunBenchmarkMain(int argc, char** argv, const MainSpec& spec, rdma::F
   spec.register_benchmarks(!user_min_time);
   benchmark::Initialize(&n, rest.data());
   if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
-  benchmark::RunSpecifiedBenchmarks();
+  ErrorCountingReporter reporter(benchmark::CreateDefaultDisplayReporter());
+  const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   if (spec.teardown) spec.teardown();
+  if (ran == 0) {
+    fprintf(stderr, "%s: no benchmark matched --benchmark_filter\n", spec.name);
+    return 1;
+  }
+  if (reporter.errors() > 0) {
+    fprintf(stderr, "%s: %zu benchmark run(s) failed; the first: %s\n", spec.name, reporter.errors(),
+            reporter.first_error().c_str());
+    return 1;
+  }
   return 0;
 }
 

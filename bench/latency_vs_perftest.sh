@@ -16,7 +16,8 @@ while [[ $# -gt 0 ]]; do
               ROUNDS=$2; shift ;;
     --rounds=*) ROUNDS=${1#--rounds=}
               [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "latency_vs_perftest.sh: --rounds needs a positive integer" >&2; exit 2; } ;;
-    --binary) BINARY=$2; shift ;;  # internal: the host passes the built binary to the guest
+    --binary) [[ -n "${2:-}" ]] || { echo "latency_vs_perftest.sh: --binary needs a path" >&2; exit 2; }
+              BINARY=$2; shift ;;  # internal: the host passes the built binary to the guest
     -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "latency_vs_perftest.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -30,19 +31,28 @@ if [[ "${RXE_IN_GUEST:-}" == 1 ]]; then
         --benchmark_min_time=0.3 --benchmark_format=csv | sed "s/^/ours,$1,/"
   }
   theirs() { tools/rxe_vm/perftest_baseline.sh -n 5000 | sed "s/^perftest /perftest round=$1 /"; }
+  # A failed run is recorded, not fatal: the rounds that finished (and the
+  # failure's own lines) still reach the host's report.
+  fail=0
   for r in $(seq "$ROUNDS"); do
     echo "round $r of $ROUNDS" >&2
-    if (( r % 2 )); then ours "$r"; theirs "$r"; else theirs "$r"; ours "$r"; fi
+    if (( r % 2 )); then
+      ours "$r" || fail=1; theirs "$r" || fail=1
+    else
+      theirs "$r" || fail=1; ours "$r" || fail=1
+    fi
   done
-  exit 0
+  exit "$fail"
 fi
 tools/setup_deps.sh --guest
 bazel build -c opt //bench:transport_latency 2>&1 | tail -n 3 >&2
 # Resolve the binary now: the bazel-bin symlink moves with later builds.
 BINARY=$(readlink -f "$(bazel info -c opt bazel-bin 2>/dev/null)/bench/transport_latency")
 [[ -x "$BINARY" ]] || { echo "latency_vs_perftest.sh: build of //bench:transport_latency failed" >&2; exit 1; }
+rc=0
 out=$(tools/rxe_vm/rxe_run --timeout $((300 + 240 * ROUNDS)) -- \
-      bench/latency_vs_perftest.sh --rounds "$ROUNDS" --binary "$BINARY")
+      bench/latency_vs_perftest.sh --rounds "$ROUNDS" --binary "$BINARY") || rc=$?
+[[ $rc -eq 0 ]] || echo "latency_vs_perftest.sh: the guest run failed (exit $rc); reporting what it printed" >&2
 python3 - "$out" <<'PY'
 import collections, csv, io, re, statistics, sys
 text = sys.argv[1]
@@ -88,3 +98,7 @@ for key, pk in names.items():
     print(f"| {key} | {om:.1f} | {pm:.1f} | {om/pm:.2f} | {rng} | {op:.1f} | {pp:.1f} | {op/pp:.2f} |")
 print(f"\n{len(set(r for v in ours.values() for r in v))} rounds; medians over rounds of each round's median (p99).")
 PY
+py_rc=$?
+# The report is printed either way; the exit status says whether all ran.
+[[ $rc -eq 0 ]] || exit "$rc"
+exit "$py_rc"

@@ -36,21 +36,24 @@ bin_dir="$REPO/bazel-bin"
 
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run_suite.sh: $*" >&2; exit 2; }
+# The value of option $1, which must be there ($2, "" when missing) and not
+# look like another option: `--out --quick` must not write the default place.
+need_arg() { [[ -n "${2:-}" && "${2:-}" != --* ]] || die "$1 needs a value (try --help)"; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
-    --fabric=*) fabric="${1#--fabric=}" ;;
-    --fabric) shift; fabric="${1:-}" ;;
-    --out=*) out="${1#--out=}" ;;
-    --out) shift; out="${1:-}" ;;
-    --parts=*) parts="${1#--parts=}" ;;
-    --parts) shift; parts="${1:-}" ;;
-    --min-time=*) min_time="${1#--min-time=}" ;;
-    --min-time) shift; min_time="${1:-}" ;;
+    --fabric=*) fabric="${1#--fabric=}"; [[ -n "$fabric" ]] || die "--fabric= needs a value" ;;
+    --fabric) need_arg --fabric "${2:-}"; shift; fabric="$1" ;;
+    --out=*) out="${1#--out=}"; [[ -n "$out" ]] || die "--out= needs a value" ;;
+    --out) need_arg --out "${2:-}"; shift; out="$1" ;;
+    --parts=*) parts="${1#--parts=}"; [[ -n "$parts" ]] || die "--parts= needs a value" ;;
+    --parts) need_arg --parts "${2:-}"; shift; parts="$1" ;;
+    --min-time=*) min_time="${1#--min-time=}"; [[ -n "$min_time" ]] || die "--min-time= needs a value" ;;
+    --min-time) need_arg --min-time "${2:-}"; shift; min_time="$1" ;;
     --no-build) build=0 ;;
-    --bin-dir=*) bin_dir="${1#--bin-dir=}" ;;
-    --bin-dir) shift; bin_dir="${1:-}" ;;
+    --bin-dir=*) bin_dir="${1#--bin-dir=}"; [[ -n "$bin_dir" ]] || die "--bin-dir= needs a value" ;;
+    --bin-dir) need_arg --bin-dir "${2:-}"; shift; bin_dir="$1" ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac

@@ -32,5 +32,7 @@ done
 
 cd "$(dirname "$0")/.."
 tools/setup_deps.sh
-bazel build -c opt //tools/demo:cluster_demo >/dev/null 2>&1 || bazel build -c opt //tools/demo:cluster_demo
+# Progress: the first build on a fresh machine takes minutes.
+echo "run_demo.sh: building the demo (bazel build -c opt //tools/demo:cluster_demo) ..." >&2
+bazel build -c opt //tools/demo:cluster_demo || exit 1
 exec bazel-bin/tools/demo/cluster_demo "${args[@]}"

@@ -173,7 +173,7 @@ run_bazel() {  # $1 = label, rest = bazel args
   # One attempt per test (a retry would hide a failure as FLAKY, whatever a
   # user's bazelrc says) and no cached results (every test runs now).
   bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results "$@" //... >"$log" 2>&1 &
-  run_child "$log" '^//|^Executed|ERROR'
+  run_child "$log" '^//|^Executed|ERROR|^FAIL:|^\[[0-9,]+ / [0-9,]+\]'
   rc=$?
   count_bazel_log "$label" "$log" "$rc"
   excerpt_failed_logs "$label" "$log" "$(bazel info "$@" bazel-testlogs 2>/dev/null)"

@@ -1,5 +1,6 @@
 #include "tests/lincheck/history_json.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -212,6 +213,10 @@ absl::StatusOr<JsonHistory> ReadJsonLinesFile(const std::string& path) {
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a JSON lines file"));
+    }
     std::ifstream file(path, std::ios::binary);
     if (!file) return absl::NotFoundError(absl::StrCat("cannot open ", path));
     text.assign(std::istreambuf_iterator<char>(file), {});

@@ -110,6 +110,12 @@ int Main(int argc, char** argv) {
                  std::string(input.status().message()).c_str());
     return kExitBadInput;
   }
+  if (input->history.empty()) {
+    // Linearizable, trivially; but a file without one operation is almost
+    // surely the wrong file (or a recorder that never ran).
+    std::fprintf(stderr, "lincheck_cli: %s holds no operation\n", flags.file.c_str());
+    return kExitBadInput;
+  }
   const std::string model_name = flags.model.empty() ? input->model : flags.model;
   if (model_name.empty()) {
     return BadUsage("no --model given and the file has no header naming one");

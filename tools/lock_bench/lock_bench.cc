@@ -26,6 +26,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "locks/alock.h"
@@ -336,6 +337,11 @@ int Run(const Config& cfg) {
     }
   }
   const uint64_t total = acq[0] + acq[1];
+  if (total == 0) {
+    std::cerr << "lock_bench: no acquire completed in the " << measured
+              << " s measured (a critical section or a lock wait longer than the run?); no result\n";
+    return 1;
+  }
   rdma::OpCounters all = cost[0];
   all += cost[1];
   const double tput = static_cast<double>(total) / measured;
@@ -418,6 +424,7 @@ int main(int argc, char** argv) {
   // --device/--port/--gid-index first (shared with the other programs), so
   // program_options sees only its own flags.
   if (absl::Status s = cfg.device_flags.Extract(&argc, argv); !s.ok()) return BadInput(std::string(s.message()));
+  std::string seed_text = std::to_string(cfg.seed);
   po::options_description desc(
       "lock_bench: lock-table microbenchmark (ALock paper shape).\n"
       "Keys are spread over the nodes; each operation locks a key on the thread's own node with\n"
@@ -440,7 +447,7 @@ int main(int argc, char** argv) {
       ("cs-ns", po::value(&cfg.cs_ns)->default_value(cfg.cs_ns), "critical-section length in ns (busy wait, >= 0)")
       ("warmup", po::value(&cfg.warmup)->default_value(cfg.warmup), "warm-up seconds, not measured (>= 0)")
       ("duration", po::value(&cfg.duration)->default_value(cfg.duration), "measured seconds (> 0)")
-      ("seed", po::value(&cfg.seed)->default_value(cfg.seed), "random seed (key choice)")
+      ("seed", po::value(&seed_text)->default_value(seed_text), "random seed (key choice), 0..2^64-1")
       ("output", po::value(&cfg.output)->default_value(cfg.output), "text | json | csv")
       ("local-path", po::value(&cfg.local_path)->default_value(cfg.local_path), "native | loopback: how threads reach locks of their own node (alock)")
       ("nic-latency-ns", po::value(&cfg.nic_latency_ns)->default_value(cfg.nic_latency_ns), "soft fabric: latency added to every NIC operation")
@@ -491,9 +498,21 @@ int main(int argc, char** argv) {
       cfg.remote_budget > locks::kMaxBudget) {
     return BadInput(absl::StrCat("--local-budget and --remote-budget must be in 1..", locks::kMaxBudget));
   }
+  if (!absl::SimpleAtoi(seed_text, &cfg.seed) || seed_text.empty() || seed_text[0] == '-' || seed_text[0] == '+') {
+    return BadInput(absl::StrCat("--seed must be an integer in 0..2^64-1 (got '", seed_text, "')"));
+  }
   if (cfg.cs_ns < 0) return BadInput(absl::StrCat("--cs-ns must be >= 0 (got ", cfg.cs_ns, ")"));
   if (!(cfg.warmup >= 0)) return BadInput(absl::StrCat("--warmup must be >= 0 (got ", cfg.warmup, ")"));
   if (!(cfg.duration > 0)) return BadInput(absl::StrCat("--duration must be > 0 (got ", cfg.duration, ")"));
+  // Finite and at most a day: larger values overflow the clock's duration
+  // (inf became a window that ended at once, and a row of zeros).
+  constexpr double kMaxSeconds = 86400;
+  if (!(cfg.warmup <= kMaxSeconds)) return BadInput(absl::StrCat("--warmup must be at most ", kMaxSeconds, " s"));
+  if (!(cfg.duration <= kMaxSeconds)) return BadInput(absl::StrCat("--duration must be at most ", kMaxSeconds, " s"));
+  if (static_cast<double>(cfg.cs_ns) >= cfg.duration * 1e9) {
+    return BadInput(absl::StrCat("--cs-ns (", cfg.cs_ns, " ns) must be shorter than --duration (", cfg.duration,
+                                 " s): no acquire could complete inside the measured window"));
+  }
   if (cfg.output != "text" && cfg.output != "json" && cfg.output != "csv") {
     return BadInput(absl::StrCat("--output must be text, json or csv (got '", cfg.output, "')"));
   }
