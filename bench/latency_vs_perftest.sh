@@ -53,12 +53,14 @@ rc=0
 out=$(tools/rxe_vm/rxe_run --timeout $((300 + 240 * ROUNDS)) -- \
       bench/latency_vs_perftest.sh --rounds "$ROUNDS" --binary "$BINARY") || rc=$?
 [[ $rc -eq 0 ]] || echo "latency_vs_perftest.sh: the guest run failed (exit $rc); reporting what it printed" >&2
-python3 - "$out" <<'PY'
+py_rc=0
+python3 - "$out" <<'PY' || py_rc=$?
 import collections, csv, io, re, statistics, sys
 text = sys.argv[1]
 ours = collections.defaultdict(dict)   # row -> round -> (median, p99)
 perf = collections.defaultdict(dict)
 hdr = None
+failures = []  # reported after the table of what did run
 for line in text.splitlines():
     if not line.startswith("ours,"):
         continue
@@ -68,7 +70,8 @@ for line in text.splitlines():
         hdr = row; continue
     d = dict(zip(hdr, row))
     if d.get("error_occurred") == "true":
-        sys.exit(f"our benchmark {d['name']} failed: {d.get('error_message')}")
+        failures.append(f"round {rnd}: our benchmark {d['name']} failed: {d.get('error_message')}")
+        continue
     kind, verb = d["name"].split("/")[:2]
     key = "WRITE" if kind == "pingpong" else ("WRITE (completion)" if verb == "WRITE" else verb)
     ours[key][int(rnd)] = (float(d["median_us"]), float(d["p99_us"]))
@@ -77,7 +80,7 @@ for line in text.splitlines():
     if m:
         perf[m.group(2)][int(m.group(1))] = (float(m.group(3)), float(m.group(4)))
     elif "FAILED" in line and line.startswith("perftest"):
-        sys.exit(line)
+        failures.append(line)
 names = {"READ": "read", "WRITE": "write", "CAS": "atomic_cas", "FAA": "atomic_faa", "WRITE (completion)": None}
 med = lambda xs: statistics.median(xs)
 print("| op | ours median µs | perftest median µs | ratio | per-round ratios | ours p99 µs | perftest p99 µs | p99 ratio |")
@@ -97,8 +100,10 @@ for key, pk in names.items():
     rng = f"{per_round[0]:.2f}-{per_round[-1]:.2f}" if per_round else ""
     print(f"| {key} | {om:.1f} | {pm:.1f} | {om/pm:.2f} | {rng} | {op:.1f} | {pp:.1f} | {op/pp:.2f} |")
 print(f"\n{len(set(r for v in ours.values() for r in v))} rounds; medians over rounds of each round's median (p99).")
+if failures:
+    print("\nFAILED:\n" + "\n".join(failures), file=sys.stderr)
+    sys.exit(1)
 PY
-py_rc=$?
 # The report is printed either way; the exit status says whether all ran.
 [[ $rc -eq 0 ]] || exit "$rc"
 exit "$py_rc"

@@ -308,13 +308,14 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
       if (error.ok()) error = absl::InternalError("queue_bench: the warm-up round lost values");
     }
   }
-  // A mixed run's native rate is timed by the native threads themselves:
-  // Google Benchmark gives every thread the same number of iterations and
-  // reports the mean of the threads' loop times, and the remote thread's
-  // loop takes another time than the native threads' (until stop 24 the
-  // native rate was divided by that mean, which understated it).
-  std::chrono::steady_clock::time_point loop_start;
-  auto body = [&](uint64_t i) -> int64_t {
+  // A mixed run's native rate is timed by the native threads themselves,
+  // from their first iteration to their last: Google Benchmark gives every
+  // thread the same number of iterations, makes them wait for each other at
+  // the loop's end, and reports the mean of their times, so neither its time
+  // nor a clock read after the loop says how fast the native threads went
+  // next to the remote one (both did until stop 24).
+  std::chrono::steady_clock::time_point loop_start, loop_end;
+  auto op = [&](uint64_t i) -> int64_t {
     if (i == 0) loop_start = std::chrono::steady_clock::now();
     int64_t m = 0;
     if (mode == Mode::kMixed10 && !native_thread && 9 * remote_moved > g_native_moved.load() - native_base) {
@@ -352,24 +353,32 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
     }
     return m;
   };
-  Loop(state, body);
-  if (mixed && native_thread) {
-    g_natives_done.fetch_add(1);
-  } else if (mixed) {
-    // The remote thread keeps going (untimed, with the same pacing) until
-    // both native threads are done: otherwise, with every thread given the
-    // same number of iterations, it could finish first and leave the native
-    // threads a stretch without it.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a native thread failed
-    for (uint64_t i = uint64_t{1} << 32; g_natives_done.load() < 2 && error.ok(); ++i) {
-      if (body(i) < 0 || ((i & 1023) == 0 && std::chrono::steady_clock::now() > give_up)) break;
+  // Mixed runs, on each thread's last iteration (before Google Benchmark's
+  // end-of-loop barrier, where the threads wait for each other): a native
+  // thread notes its end time and says it is done; the remote thread keeps
+  // going, with the same pacing, until both native threads are done, so that
+  // they never run without it.
+  const uint64_t last = static_cast<uint64_t>(state.max_iterations) - 1;
+  auto body = [&](uint64_t i) -> int64_t {
+    const int64_t m = op(i);
+    if (!mixed || i != last) return m;
+    if (native_thread) {
+      loop_end = std::chrono::steady_clock::now();
+      g_natives_done.fetch_add(1);
+      return m;
     }
-  }
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a native thread failed
+    for (uint64_t j = i + 1; g_natives_done.load() < 2 && error.ok(); ++j) {
+      if (op(j) < 0) return -1;
+      if ((j & 1023) == 0 && std::chrono::steady_clock::now() > give_up) break;
+    }
+    return m;
+  };
+  Loop(state, body);
   if (mixed) {
     // Values per second of this native thread over its own loop (0 for the
     // remote thread); the counter sums them over the threads.
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    const double secs = std::chrono::duration<double>(loop_end - loop_start).count();
     state.counters["native_ops"] =
         benchmark::Counter(native_thread && secs > 0 ? static_cast<double>(native_moved) / secs : 0.0);
     // The remote thread's share of the values moved while it ran.

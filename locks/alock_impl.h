@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
 #include "locks/internal.h"
+#include "rdma/op_counters.h"
 #include "rdma/rmw_word.h"
 #include "rdma/session.h"
 
@@ -168,11 +169,15 @@ absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
         "ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)",
         lines_.retired() > 0 ? absl::StrCat(", or lost their descriptors to ", lines_.retired(), " errors") : ""));
   }
+  const uint64_t doorbells_before = rdma::ThisThreadCounters().doorbells;
   absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot, also, also_done);
   if (!s.ok()) {
     // The descriptor may be in the lock's queue (a predecessor may still
-    // hand it the lock): never use it for another lock.
-    lines_.Retire(slot);
+    // hand it the lock): never use it for another lock. Natively it is
+    // always swapped in first; on the NIC only if something was posted (a
+    // post that fails, e.g. to a QP reset after a timeout, counts no
+    // doorbell), so that failing attempts before the swap leak nothing.
+    if (cohort == Cohort::kLocal || rdma::ThisThreadCounters().doorbells != doorbells_before) lines_.Retire(slot);
     return s;
   }
   slots_[slot].lock = lock;

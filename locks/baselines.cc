@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "rdma/op_counters.h"
 #include "rdma/rmw_word.h"
 
 namespace locks {
@@ -138,9 +139,12 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
   auto slot = Reserve(lock);
   if (!slot.ok()) return slot.status();
+  const uint64_t doorbells_before = rdma::ThisThreadCounters().doorbells;
   absl::Status st = LockWith(lock, *slot);
   if (!st.ok()) {
-    Retire(*slot);
+    // Retired only if the swap may have been posted (a failed post counts
+    // no doorbell): see ALock's LockAndRead.
+    if (rdma::ThisThreadCounters().doorbells != doorbells_before) Retire(*slot);
     return st;
   }
   held_[*slot].lock = lock;

@@ -172,7 +172,10 @@ run_bazel() {  # $1 = label, rest = bazel args
   log=$(mktemp)
   # One attempt per test (a retry would hide a failure as FLAKY, whatever a
   # user's bazelrc says) and no cached results (every test runs now).
-  bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results "$@" //... >"$log" 2>&1 &
+  # Plain output (a user's --color=yes would wrap the status words in escape
+  # codes that the counting below does not expect).
+  bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results --color=no --curses=no \
+    "$@" //... >"$log" 2>&1 &
   run_child "$log" '^//|^Executed|ERROR|^FAIL:|^\[[0-9,]+ / [0-9,]+\]'
   rc=$?
   count_bazel_log "$label" "$log" "$rc"

@@ -107,6 +107,19 @@ DEADLINE_S=${RDMADS_GUEST_DEADLINE:-1200}
 [[ $DEADLINE_S =~ ^[0-9]+$ && $DEADLINE_S -gt 0 ]] || { echo "run_guest_tests.sh: bad RDMADS_GUEST_DEADLINE" >&2; exit 2; }
 PER_TEST=${RDMADS_GUEST_TEST_TIMEOUT:-300}
 G0=$(date +%s.%N)
+# The rxe_run (or selftest) this script is waiting for, if any: a signal to
+# this script is passed on to it by pid (rxe_run stops its qemus on TERM;
+# started in the background, it would ignore an INT).
+CHILD=0
+forward_signal() {
+  if [ "$CHILD" != 0 ]; then
+    kill -TERM "$CHILD" 2>/dev/null
+    wait "$CHILD" 2>/dev/null
+  fi
+  echo "run_guest_tests.sh: interrupted; the guest tests did not finish" >&2
+  exit 130
+}
+trap forward_signal INT TERM HUP
 GUEST_END=$(( $(date +%s) + DEADLINE_S ))
 OVER=0  # set when the deadline cut or prevented something
 left_s() { echo $(( GUEST_END - $(date +%s) )); }
@@ -174,8 +187,16 @@ run_guest() {  # $1 = single|two, rest = labels
   [ "$mode" = two ] && args+=(--two-guests)
   echo "== $mode-guest boot (${left} s left of the guest deadline): ${EXPECTED[*]}"
   t0=$(date +%s.%N)
-  "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}" 2>&1 | tee "$LOG"
-  rc=${PIPESTATUS[0]}
+  # In the background, so that a signal to this script reaches rxe_run (by
+  # pid, forward_signal), which stops its qemus.
+  "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}" >"$LOG" 2>&1 &
+  CHILD=$!
+  tail -n +1 -f --pid="$CHILD" "$LOG" &
+  local copier=$!
+  wait "$CHILD"
+  rc=$?
+  wait "$copier" 2>/dev/null
+  CHILD=0
   echo "== $mode-guest run took $(secs_since "$t0") s (rxe_run exit $rc)"
   if [ "$rc" = 124 ]; then
     OVER=1
@@ -196,8 +217,16 @@ if [ $SELFTEST = 1 ]; then
   st=$(( $(left_s) < 120 ? $(left_s) : 120 ))
   echo "== rxe_run selftest --quick (limit ${st} s)"
   t0=$(date +%s.%N)
-  timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick 2>&1 | sed 's/^/   /'
-  rc=${PIPESTATUS[0]}
+  st_log=$(mktemp)
+  timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick >"$st_log" 2>&1 &
+  CHILD=$!
+  tail -n +1 -f --pid="$CHILD" "$st_log" | sed 's/^/   /' &
+  copier=$!
+  wait "$CHILD"
+  rc=$?
+  wait "$copier" 2>/dev/null
+  CHILD=0
+  rm -f "$st_log"
   el=$(secs_since "$t0")
   why=""
   [ "$rc" = 124 ] && why="  (killed after ${st} s)"
