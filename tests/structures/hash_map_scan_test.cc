@@ -74,9 +74,9 @@ Placement TwoUnits() {
 // directory, loaded slot 3's state before the restamp (old epoch, occupied)
 // and its key word after (0): slot 3 looks like another key's. Every other
 // slot still has the old epoch. The key was present (in the new segment) the
-// whole time, so "absent" would be wrong; the re-read of slot 3 on the miss
-// path sees the new epoch: kStale (refresh the directory, read again).
-TEST(HashMapScan, MissPathSeesTheEpochOfASlotRestampedMidScan) {
+// whole time. Returns what ScanWindows says, with or without the epoch check,
+// and how many loads of slot 3 it made.
+Lookup::Kind ScanAcrossARestamp(bool check_epoch, int* loads_of_slot3) {
   Window w0, w1;
   w0.Put(3, kKey, 7);
   w1.Put(5, kOtherKey, 8);
@@ -84,13 +84,25 @@ TEST(HashMapScan, MissPathSeesTheEpochOfASlotRestampedMidScan) {
   RacyWindow r0{w0, 3, before, MovedOut(w0.slot(3), 1)};
   auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
   uint64_t found[L::kWords];
-  const Lookup l = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), /*check_epoch=*/true,
+  const Lookup l = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), check_epoch,
                                          /*verify=*/true, found);
-  EXPECT_EQ(l.kind, Lookup::kStale);
-  EXPECT_GE(r0.loads_of_racy, 3);  // the state, the key, then the miss path's re-read
+  *loads_of_slot3 = r0.loads_of_racy;
+  return l.kind;
+}
+
+// "Absent" would be wrong there; the re-read of slot 3 on the miss path sees
+// the new epoch: kStale (refresh the directory, read again).
+TEST(HashMapScan, MissPathSeesTheEpochOfASlotRestampedMidScan) {
+  int loads = 0;
+  EXPECT_EQ(ScanAcrossARestamp(/*check_epoch=*/true, &loads), Lookup::kStale);
+  EXPECT_GE(loads, 3);  // the state, the key, then the miss path's re-read
 
   // The same race through the single-window scan.
+  Window w0;
+  w0.Put(3, kKey, 7);
+  const std::vector<uint64_t> before(w0.slot(3), w0.slot(3) + L::kWords);
   RacyWindow single{w0, 3, before, MovedOut(w0.slot(3), 1)};
+  uint64_t found[L::kWords];
   const Lookup one = ScanWindow<uint64_t>(single, kKey, /*side=*/0, /*start=*/0, EpochBits(0), /*verify=*/true, found);
   EXPECT_EQ(one.kind, Lookup::kStale);
 }
@@ -98,15 +110,8 @@ TEST(HashMapScan, MissPathSeesTheEpochOfASlotRestampedMidScan) {
 // The test-only mutant that ignores epochs (HashMapPolicy::kReadersCheckEpoch
 // = false) does say "absent" there: the check above is what catches it.
 TEST(HashMapScan, WithoutTheEpochCheckTheRaceReadsAsAbsent) {
-  Window w0, w1;
-  w0.Put(3, kKey, 7);
-  const std::vector<uint64_t> before(w0.slot(3), w0.slot(3) + L::kWords);
-  RacyWindow r0{w0, 3, before, MovedOut(w0.slot(3), 1)};
-  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
-  uint64_t found[L::kWords];
-  const Lookup l = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), /*check_epoch=*/false,
-                                         /*verify=*/true, found);
-  EXPECT_EQ(l.kind, Lookup::kAbsent);
+  int loads = 0;
+  EXPECT_EQ(ScanAcrossARestamp(/*check_epoch=*/false, &loads), Lookup::kAbsent);
 }
 
 // A writer that overwrote another key's slot between the reader's loads: the
