@@ -5,6 +5,7 @@
 // budget; bounded waits; bad input. Costs: 0 NIC ops natively.
 
 #include <atomic>
+#include <barrier>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -209,18 +210,33 @@ TEST_P(NativeGateTest, MutualExclusionWithTheNicCohort) {
   const RemotePtr data = *cluster_->node(0).Allocate(sizeof(Guarded), 64);
   Guarded& g = *data.local<Guarded>();
   constexpr int kNativeThreads = 2, kNativeIters = 20000, kNicIters = 200;
+  // The native threads meet kMeetings times (evenly spaced), and then thread
+  // 0, inside the gate, waits until thread 1 is counted at it: so the two
+  // overlap however the scheduler runs them (on a loaded machine one could
+  // otherwise finish before the other starts, and the lease-kept check below
+  // would fail for want of an overlap, not for a bug).
+  constexpr int kMeetings = 5, kMeetEvery = kNativeIters / (kMeetings + 1);
+  std::barrier meet(kNativeThreads);
   std::atomic<int> overlaps{0};
   std::latch start(4);
   std::vector<std::thread> threads;
   for (int t = 0; t < kNativeThreads; ++t) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, t] {
       start.arrive_and_wait();
       for (int i = 0; i < kNativeIters; ++i) {
+        const bool meeting = i > 0 && i % kMeetEvery == 0 && i / kMeetEvery <= kMeetings;
+        if (meeting) meet.arrive_and_wait();
         absl::Status s = gate->Run([&] {
           const uint64_t a = g.a.Load(std::memory_order_relaxed);
           if (g.b.Load(std::memory_order_relaxed) != a) overlaps.fetch_add(1);
           g.a.Store(a + 1, std::memory_order_relaxed);
           if (i % 64 == 0) std::this_thread::yield();
+          if (meeting && t == 0) {  // hold the gate until the other native thread is counted at it
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while ((Line(lock).l_tail.Load() >> 8) == 0 && std::chrono::steady_clock::now() < until) {
+              std::this_thread::yield();
+            }
+          }
           g.b.Store(a + 1, std::memory_order_relaxed);
           return absl::OkStatus();
         });

@@ -338,9 +338,11 @@ int Run(const Config& cfg) {
   }
   const uint64_t total = acq[0] + acq[1];
   if (total == 0) {
-    std::cerr << "lock_bench: no acquire completed in the " << measured
-              << " s measured (a critical section or a lock wait longer than the run?); no result\n";
-    return 1;
+    // Reported, not fatal: on a loaded machine a very short window (the
+    // quick suite measures 10 ms) may see no acquire complete at all; the
+    // row says 0 and this line says why it is empty.
+    std::cerr << "lock_bench: warning: no acquire completed in the " << measured
+              << " s measured (threads not scheduled, or a lock wait longer than the run); the row is empty\n";
   }
   rdma::OpCounters all = cost[0];
   all += cost[1];
