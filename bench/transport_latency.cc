@@ -33,37 +33,41 @@ rdma::verbs::DeviceFlags g_device_flags;  // --device/--port/--gid-index
 
 enum class Verb { kRead, kWrite, kCas, kFaa };
 
-// Latency samples of one run: the first kWarmupOps operations are dropped
+// Latency samples of one run: the first kWarmupOps operations are set aside
 // (a fresh cluster's first operations pay cold caches and page faults), then
 // the last kKept are kept, overwriting the oldest, so the percentiles
-// describe the run's steady state, not only its beginning.
+// describe the run's steady state, not only its beginning. A run shorter
+// than the warm-up (a quick or sanitizer run) reports its warm-up samples.
 class Samples {
  public:
   static constexpr size_t kWarmupOps = 1000;
   static constexpr size_t kKept = size_t{1} << 16;
   void Add(double us) {
-    if (seen_++ < kWarmupOps) return;
-    if (v_.size() < kKept) {
+    if (seen_++ < kWarmupOps) {
+      warm_.push_back(us);
+    } else if (v_.size() < kKept) {
       v_.push_back(us);
     } else {
       v_[next_++ % kKept] = us;
     }
   }
-  std::vector<double>& values() { return v_; }
+  std::vector<double>& values() { return v_.empty() ? warm_ : v_; }
 
  private:
-  std::vector<double> v_;
+  std::vector<double> warm_, v_;
   size_t seen_ = 0, next_ = 0;
 };
 
 // Fills the median and p99 of `lat_us` (scaled by `scale`) and the counts per
 // iteration into the benchmark's counters.
 void Report(benchmark::State& state, std::vector<double>& lat_us, double scale, const rdma::OpCounters& d) {
-  if (lat_us.empty()) return;
-  std::sort(lat_us.begin(), lat_us.end());
+  if (state.iterations() == 0) return;
   const double n = static_cast<double>(state.iterations());
-  state.counters["median_us"] = lat_us[lat_us.size() / 2] * scale;
-  state.counters["p99_us"] = lat_us[std::min(lat_us.size() - 1, lat_us.size() * 99 / 100)] * scale;
+  if (!lat_us.empty()) {
+    std::sort(lat_us.begin(), lat_us.end());
+    state.counters["median_us"] = lat_us[lat_us.size() / 2] * scale;
+    state.counters["p99_us"] = lat_us[std::min(lat_us.size() - 1, lat_us.size() * 99 / 100)] * scale;
+  }
   state.counters["nic_ops/op"] = d.nic_ops / n;
   state.counters["doorbells/op"] = d.doorbells / n;
   state.counters["round_trips/op"] = d.round_trips / n;
