@@ -164,11 +164,7 @@ absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
     }
     if (slot == slots_.size() && slots_[i].lock.is_null() && lines_.usable(i)) slot = i;
   }
-  if (slot == slots_.size()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "ALock client already holds ", slots_.size(), " locks (ClientOptions::max_held)",
-        lines_.retired() > 0 ? absl::StrCat(", or lost their descriptors to ", lines_.retired(), " errors") : ""));
-  }
+  if (slot == slots_.size()) return lock_internal::SlotsExhausted("ALock client", slots_.size(), &lines_);
   const uint64_t doorbells_before = rdma::ThisThreadCounters().doorbells;
   absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot, also, also_done);
   if (!s.ok()) {

@@ -172,6 +172,16 @@ class DescriptorLines {
   int retired_ = 0, retired_from_block_ = 0;
 };
 
+// The error of a client (`who`: "client", "ALock client") whose `slots`
+// slots are all held or unusable.
+inline absl::Status SlotsExhausted(absl::string_view who, size_t slots, const DescriptorLines* lines) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      who, " already holds ", slots, " locks (ClientOptions::max_held)",
+      lines != nullptr && lines->retired() > 0
+          ? absl::StrCat(", or lost their descriptors to ", lines->retired(), " errors")
+          : ""));
+}
+
 // The locks a client holds, one descriptor line each.
 template <typename Extra>
 class HeldSlots {
@@ -202,13 +212,7 @@ class HeldSlots {
         free = static_cast<int>(i);
       }
     }
-    if (free < 0) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "client already holds ", slots_.size(), " locks (ClientOptions::max_held)",
-          usable != nullptr && usable->retired() > 0
-              ? absl::StrCat(", or lost their descriptors to ", usable->retired(), " errors")
-              : ""));
-    }
+    if (free < 0) return SlotsExhausted("client", slots_.size(), usable);
     return free;
   }
   absl::StatusOr<int> Held(rdma::RemotePtr lock) const {
