@@ -40,7 +40,6 @@
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
 #include "locks/internal.h"
-#include "rdma/op_counters.h"
 #include "rdma/rmw_word.h"
 #include "rdma/session.h"
 
@@ -165,15 +164,12 @@ absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
     if (slot == slots_.size() && slots_[i].lock.is_null() && lines_.usable(i)) slot = i;
   }
   if (slot == slots_.size()) return lock_internal::SlotsExhausted("ALock client", slots_.size(), &lines_);
-  const uint64_t doorbells_before = rdma::ThisThreadCounters().doorbells;
+  const uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
   absl::Status s = cohort == Cohort::kLocal ? LockNative(lock, slot) : LockRemote(lock, slot, also, also_done);
   if (!s.ok()) {
     // The descriptor may be in the lock's queue (a predecessor may still
-    // hand it the lock): never use it for another lock. Natively it is
-    // always swapped in first; on the NIC only if something was posted (a
-    // post that fails, e.g. to a QP reset after a timeout, counts no
-    // doorbell), so that failing attempts before the swap leak nothing.
-    if (cohort == Cohort::kLocal || rdma::ThisThreadCounters().doorbells != doorbells_before) lines_.Retire(slot);
+    // hand it the lock): never use it for another lock.
+    lines_.RetireAfterFailedLock(slot, cohort == Cohort::kLocal, mark);
     return s;
   }
   slots_[slot].lock = lock;

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "rdma/op_counters.h"
 #include "rdma/rmw_word.h"
 
 namespace locks {
@@ -139,12 +138,10 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
   auto slot = Reserve(lock);
   if (!slot.ok()) return slot.status();
-  const uint64_t doorbells_before = rdma::ThisThreadCounters().doorbells;
+  const uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
   absl::Status st = LockWith(lock, *slot);
   if (!st.ok()) {
-    // Retired only if the swap may have been posted (a failed post counts
-    // no doorbell): see ALock's LockAndRead.
-    if (rdma::ThisThreadCounters().doorbells != doorbells_before) Retire(*slot);
+    RetireAfterFailedLock(*slot, /*native=*/false, mark);
     return st;
   }
   held_[*slot].lock = lock;
@@ -246,9 +243,10 @@ absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
   }
   auto slot = Reserve(lock);
   if (!slot.ok()) return slot.status();
+  const uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
   absl::Status st = LockWith(lock, *slot);
   if (!st.ok()) {
-    Retire(*slot);
+    RetireAfterFailedLock(*slot, /*native=*/true, mark);
     return st;
   }
   held_[*slot].lock = lock;

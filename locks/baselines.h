@@ -83,6 +83,12 @@ class McsClientBase : public LockClient {
   // After a Lock or Unlock of `slot` failed: its line may still be in that
   // lock's queue (lock_internal::DescriptorLines).
   void Retire(int slot) { lines_.Retire(static_cast<size_t>(slot)); }
+  // After a Lock attempt with `slot` failed, `mark` taken just before it
+  // (DescriptorLines::AttemptMark): retires the line if the attempt may have
+  // queued it.
+  void RetireAfterFailedLock(int slot, bool native, uint64_t mark) {
+    lines_.RetireAfterFailedLock(static_cast<size_t>(slot), native, mark);
+  }
 
   const ClientOptions options_;
   struct Nothing {};

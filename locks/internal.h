@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "locks/lock.h"
 #include "rdma/node.h"
+#include "rdma/op_counters.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
 
@@ -163,6 +164,17 @@ class DescriptorLines {
     fresh_[i] = line.ok();
   }
   int retired() const { return retired_; }
+
+  // The rule for a Lock attempt with slot i's line: take a mark just before
+  // it and, if it fails, call RetireAfterFailedLock. The line is retired
+  // when the attempt may have put it in the lock's queue: a native attempt
+  // always swaps it in first; a NIC attempt only if it posted something (a
+  // post that fails, e.g. to a QP reset after a timeout, counts no
+  // doorbell), so attempts that fail before the swap leak nothing.
+  static uint64_t AttemptMark() { return rdma::ThisThreadCounters().doorbells; }
+  void RetireAfterFailedLock(size_t i, bool native, uint64_t mark) {
+    if (native || rdma::ThisThreadCounters().doorbells != mark) Retire(i);
+  }
 
  private:
   rdma::Node* node_ = nullptr;

@@ -87,10 +87,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "absl/base/attributes.h"
+#include "absl/status/status.h"
 #include "locks/alock.h"
 #include "structures/common/checksum.h"
 #include "structures/common/value_words.h"
@@ -313,6 +315,19 @@ static_assert(offsetof(DirectoryHeader, version) == locks::kLockBytes);
 static_assert(offsetof(DirectoryHeader, entry) == 128);
 inline constexpr size_t kDirEntriesOffset = 128;
 inline constexpr uint64_t NextVersion(uint64_t v) { return (v + 1) & 0xff; }
+
+// The one retry policy of the directory's seqlock reads, native and NIC:
+// called after the `failed`-th read that overlapped a publish (from 0). From
+// the `yield_after`-th on it yields first; after `give_up_after` of them the
+// read fails with DeadlineExceeded (a splitter that died mid-publish leaves
+// the version odd for good).
+inline absl::Status DirectoryRetryWait(int failed, int yield_after, int give_up_after) {
+  if (failed >= yield_after) std::this_thread::yield();
+  if (failed >= give_up_after) {
+    return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
+  }
+  return absl::OkStatus();
+}
 
 // A client's copy of a part's directory (the NIC path's cache; a splitter's
 // view under the directory lock).

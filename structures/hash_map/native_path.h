@@ -52,6 +52,25 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, 
                         key, p, windows, epoch, check_epoch, verify, found);
 }
 
+// A seqlock read of the directory in place: `read()` (8-byte atomic loads
+// of directory words; true when what it loaded is consistent in itself) runs
+// between two loads of the version, and is repeated, with
+// DirectoryRetryWait's policy, until both loads see the same even version
+// and read() returns true.
+template <typename Read>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeSeqlockRead(const DirectoryHeader& h, Read&& read) {
+  for (int failed = 0;; ++failed) {
+    const uint64_t v1 = h.version.Load(std::memory_order_acquire);
+    if ((v1 & 1) == 0) {
+      const bool consistent = read();
+      if (ABSL_PREDICT_TRUE(h.version.Load(std::memory_order_acquire) == v1 && consistent)) {
+        return absl::OkStatus();
+      }
+    }
+    if (absl::Status s = DirectoryRetryWait(failed, 16, 1 << 20); !s.ok()) return s;
+  }
+}
+
 // The directory entry for directory hash `dir`, read in place: a seqlock read
 // of the version, the global depth, the entry and the version again, retried
 // while a splitter is changing the directory (odd version, or a version that
@@ -65,23 +84,14 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, 
 // if its next hash bit is set. An entry's local depth never exceeds the global
 // depth, so such a read is retried (EntryFits). DeadlineExceeded if the
 // directory stays odd for about a second (a splitter died mid-publish).
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeDirLookup(const DirectoryHeader& h, const rdma::PlainWord* entries, int max_depth,
-                                    uint64_t dir, uint64_t* entry) {
-  for (int spin = 0;; ++spin) {
-    const uint64_t v1 = h.version.Load(std::memory_order_acquire);
-    if ((v1 & 1) == 0) {
-      const int d = std::min(static_cast<int>(h.depth.Load(std::memory_order_acquire) & 0xff), max_depth);
-      const uint64_t e = entries[dir & ((uint64_t{1} << d) - 1)].Load(std::memory_order_acquire);
-      if (ABSL_PREDICT_TRUE(h.version.Load(std::memory_order_acquire) == v1 && EntryFits(e, d))) {
-        *entry = e;
-        return absl::OkStatus();
-      }
-    }
-    if (spin >= 16) std::this_thread::yield();
-    if (spin >= (1 << 20)) {
-      return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
-    }
-  }
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeDirLookup(const DirectoryHeader& h,
+                                                                 const rdma::PlainWord* entries, int max_depth,
+                                                                 uint64_t dir, uint64_t* entry) {
+  return NativeSeqlockRead(h, [&] {
+    const int d = std::min(static_cast<int>(h.depth.Load(std::memory_order_acquire) & 0xff), max_depth);
+    *entry = entries[dir & ((uint64_t{1} << d) - 1)].Load(std::memory_order_acquire);
+    return EntryFits(*entry, d);
+  });
 }
 
 // The directory as it is now, in place (the caller holds the directory lock,
@@ -173,18 +183,10 @@ class NativeUnits {
   // The segment count, under the directory's seqlock (a NIC splitter's WRITE
   // of it may land byte by byte).
   absl::Status SegmentsInUse(size_t* n) {
-    for (int spin = 0;; ++spin) {
-      const uint64_t v1 = dir_->version.Load(std::memory_order_acquire);
-      const uint64_t segments = dir_->segments.Load(std::memory_order_acquire);
-      if ((v1 & 1) == 0 && dir_->version.Load(std::memory_order_acquire) == v1) {
-        *n = static_cast<size_t>(segments);
-        return absl::OkStatus();
-      }
-      if (spin >= 16) std::this_thread::yield();
-      if (spin >= (1 << 20)) {
-        return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
-      }
-    }
+    return NativeSeqlockRead(*dir_, [&] {
+      *n = static_cast<size_t>(dir_->segments.Load(std::memory_order_acquire));
+      return true;
+    });
   }
   // Every slot of segment `seg`'s units into `out` (S * kUnitSlotsWords
   // words). Under all of the segment's unit locks: the words are stable.

@@ -116,10 +116,7 @@ class RemoteUnits {
         guess = depth;
         continue;
       }
-      if (attempt >= 4) std::this_thread::yield();
-      if (attempt >= (1 << 16)) {
-        return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
-      }
+      if (absl::Status st = DirectoryRetryWait(attempt, 4, 1 << 16); !st.ok()) return st;
     }
   }
   // Under the directory lock: publishes a change in one doorbell: version
@@ -150,10 +147,7 @@ class RemoteUnits {
         *n = static_cast<size_t>(segments);
         return absl::OkStatus();
       }
-      if (attempt >= 4) std::this_thread::yield();
-      if (attempt >= (1 << 16)) {
-        return absl::DeadlineExceededError("HashMap: the directory stayed mid-change for too long (a splitter died?)");
-      }
+      if (absl::Status st = DirectoryRetryWait(attempt, 4, 1 << 16); !st.ok()) return st;
     }
   }
   // Every slot of segment `seg` into `out` (S * kUnitSlotsWords words): one

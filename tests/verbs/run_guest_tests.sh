@@ -120,6 +120,23 @@ forward_signal() {
   exit 130
 }
 trap forward_signal INT TERM HUP
+# run_child LOG PREFIX CMD...: runs CMD in the background (so that a signal
+# to this script reaches it, by pid: forward_signal) with its output in LOG,
+# shows LOG as it grows with every line prefixed by PREFIX, and returns CMD's
+# exit status.
+run_child() {
+  local log=$1 prefix=$2 rc copier
+  shift 2
+  "$@" >"$log" 2>&1 &
+  CHILD=$!
+  tail -n +1 -f --pid="$CHILD" "$log" | sed -u "s/^/$prefix/" &
+  copier=$!
+  wait "$CHILD"
+  rc=$?
+  wait "$copier" 2>/dev/null
+  CHILD=0
+  return "$rc"
+}
 GUEST_END=$(( $(date +%s) + DEADLINE_S ))
 OVER=0  # set when the deadline cut or prevented something
 left_s() { echo $(( GUEST_END - $(date +%s) )); }
@@ -187,16 +204,9 @@ run_guest() {  # $1 = single|two, rest = labels
   [ "$mode" = two ] && args+=(--two-guests)
   echo "== $mode-guest boot (${left} s left of the guest deadline): ${EXPECTED[*]}"
   t0=$(date +%s.%N)
-  # In the background, so that a signal to this script reaches rxe_run (by
-  # pid, forward_signal), which stops its qemus.
-  "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}" >"$LOG" 2>&1 &
-  CHILD=$!
-  tail -n +1 -f --pid="$CHILD" "$LOG" &
-  local copier=$!
-  wait "$CHILD"
+  # rxe_run stops its qemus on the TERM that forward_signal passes on.
+  run_child "$LOG" "" "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}"
   rc=$?
-  wait "$copier" 2>/dev/null
-  CHILD=0
   echo "== $mode-guest run took $(secs_since "$t0") s (rxe_run exit $rc)"
   if [ "$rc" = 124 ]; then
     OVER=1
@@ -218,14 +228,8 @@ if [ $SELFTEST = 1 ]; then
   echo "== rxe_run selftest --quick (limit ${st} s)"
   t0=$(date +%s.%N)
   st_log=$(mktemp)
-  timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick >"$st_log" 2>&1 &
-  CHILD=$!
-  tail -n +1 -f --pid="$CHILD" "$st_log" | sed 's/^/   /' &
-  copier=$!
-  wait "$CHILD"
+  run_child "$st_log" "   " timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick
   rc=$?
-  wait "$copier" 2>/dev/null
-  CHILD=0
   rm -f "$st_log"
   el=$(secs_since "$t0")
   why=""
