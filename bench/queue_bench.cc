@@ -39,6 +39,15 @@
 //                         about 10% of all (issue 12's mixed target)
 //   mixed/queue/2native_1remote_10pct_park
 //                         the same on the parking queue
+//   mixed/queue/2native_1remote_producer_10pct_batch:{1,16}
+//                         issue 12's shape: the remote thread only enqueues
+//                         (one value, or EnqueueBatch of 16, per acquisition
+//                         of the tail lock), paced to about 10% of all
+//                         values; the native threads enqueue then dequeue as
+//                         in 2both, and every 32 iterations also dequeue as
+//                         many values as the remote thread enqueued
+//   native/<q>/1thread    1 thread on node 0, enqueue then dequeue: the cost
+//                         of an operation with nobody else around
 // Every run of a benchmark starts from an empty queue: thread 0 drains the
 // shared queue (ours, boost's or the deque) before the timed loop, which the
 // other threads enter only together with it (Google Benchmark's start
@@ -232,11 +241,18 @@ void BM_Baseline(benchmark::State& state, Q* (*get)(), bool one_producer_one_con
 MutexDeque* GetDeque() { return GetEnv().deque.get(); }
 BoostQueue* GetBoost() { return GetEnv().boost.get(); }
 
-enum class Mode { k1p1c, k2Both, kBatch, kMixed, kMixed10 };
+// kMixedProducer: the remote thread only enqueues (`batch` values at a
+// time), paced like kMixed10; the native threads enqueue then dequeue, and
+// also dequeue what it enqueued.
+enum class Mode { k1p1c, k2Both, kBatch, kMixed, kMixed10, kMixedProducer };
 
-// Values moved by the native threads of a kMixed10 run, published every 32
-// iterations (the remote thread paces itself by it).
+// Values moved by the native threads of a paced mixed run, published every
+// 32 iterations (the remote thread paces itself by it).
 std::atomic<int64_t> g_native_moved{0};
+// kMixedProducer: values the remote thread enqueued, and the extra dequeues
+// the native threads have claimed to take them out again.
+std::atomic<int64_t> g_remote_enqueued{0};
+std::atomic<int64_t> g_extra_dequeues{0};
 // Native threads of the current mixed run that have left their loop.
 std::atomic<int> g_natives_done{0};
 
@@ -247,7 +263,8 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
     return;
   }
   rdma::NodeId node = path == structures::Path::kRemote ? kOther : kHome;
-  const bool mixed = mode == Mode::kMixed || mode == Mode::kMixed10;
+  const bool paced = mode == Mode::kMixed10 || mode == Mode::kMixedProducer;
+  const bool mixed = mode == Mode::kMixed || paced;
   if (mixed && state.thread_index() == 2) {
     node = kOther;
     path = structures::Path::kRemote;
@@ -290,7 +307,11 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   int64_t native_moved = 0, published = 0, remote_moved = 0;
   const bool native_thread = !(mixed && state.thread_index() == 2);
   const int64_t native_base = g_native_moved.load();
-  if (state.thread_index() == 0) g_natives_done.store(0);  // before the start barrier: no thread is done yet
+  if (state.thread_index() == 0) {  // before the start barrier: no thread is done yet, nothing enqueued
+    g_natives_done.store(0);
+    g_remote_enqueued.store(0);
+    g_extra_dequeues.store(0);
+  }
   if (state.thread_index() == 0 && mode != Mode::kBatch) {  // a batch run has a fresh queue of its own
     for (;;) {
       absl::StatusOr<std::vector<Value32>> out = c.DequeueBatch(kHome, 16, path);
@@ -318,11 +339,16 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   auto op = [&](uint64_t i) -> int64_t {
     if (i == 0) loop_start = std::chrono::steady_clock::now();
     int64_t m = 0;
-    if (mode == Mode::kMixed10 && !native_thread && 9 * remote_moved > g_native_moved.load() - native_base) {
+    if (paced && !native_thread && 9 * remote_moved > g_native_moved.load() - native_base) {
       std::this_thread::yield();  // ahead of 10% of all values: skip this iteration
       return 0;
     }
-    if (mode == Mode::k1p1c) {
+    if (mode == Mode::kMixedProducer && !native_thread) {
+      for (size_t j = 0; j < batch; ++j) values[j] = MakeValue(base + i * batch + j);
+      absl::StatusOr<size_t> n = c.EnqueueBatch(kHome, values, path);
+      m = check(n.status()) ? static_cast<int64_t>(*n) : 0;
+      g_remote_enqueued.fetch_add(m);
+    } else if (mode == Mode::k1p1c) {
       if (state.thread_index() == 0) {
         absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue(base + i), path);
         m = check(in.status()) && *in ? 1 : 0;
@@ -331,7 +357,7 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
         if (!check(v.status()) || !v->has_value()) return 0;
         m = Whole(**v) ? 1 : -1;
       }
-    } else if (batch == 1) {
+    } else if (batch == 1 || mode == Mode::kMixedProducer) {
       absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue(base + i), path);
       m = check(in.status()) && *in ? 1 : 0;
       absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome, path);
@@ -345,9 +371,20 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
         for (const Value32& v : *out) m = Whole(v) && m >= 0 ? m + 1 : -1;
       }
     }
+    if (mode == Mode::kMixedProducer && native_thread && (i & 31) == 31) {
+      // Take out what the remote thread put in: one Dequeue per value it
+      // enqueued, shared by the native threads (a claim may find the queue
+      // empty; then the next value of a native thread's pair comes out).
+      while (g_extra_dequeues.load(std::memory_order_relaxed) < g_remote_enqueued.load(std::memory_order_relaxed) &&
+             m >= 0) {
+        g_extra_dequeues.fetch_add(1);
+        absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome, path);
+        if (check(v.status()) && v->has_value()) m = Whole(**v) ? m + 1 : -1;
+      }
+    }
     if (native_thread && m > 0) native_moved += m;
     if (!native_thread && m > 0) remote_moved += m;
-    if (mode == Mode::kMixed10 && native_thread && (i & 31) == 31) {
+    if (paced && native_thread && (i & 31) == 31) {
       g_native_moved.fetch_add(native_moved - published);
       published = native_moved;
     }
@@ -418,6 +455,18 @@ void Register(bool set_min_time) {
   finish(benchmark::RegisterBenchmark("native/std_mutex/2both",
                                       [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, false); }),
          2);
+  // One thread enqueuing then dequeuing: each queue's cost per operation
+  // with no other thread, the most a 2-thread run can get when one thread
+  // runs alone while the other waits (as behind a mutex).
+  finish(benchmark::RegisterBenchmark("native/queue/1thread",
+                                      [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1); }),
+         1);
+  finish(benchmark::RegisterBenchmark("native/boost_lockfree/1thread",
+                                      [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, false); }),
+         1);
+  finish(benchmark::RegisterBenchmark("native/std_mutex/1thread",
+                                      [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, false); }),
+         1);
   // The same two 2-thread shapes through the NIC.
   for (auto [name, path] : {std::pair{"loopback", structures::Path::kLoopback},
                             std::pair{"remote", structures::Path::kRemote}}) {
@@ -440,6 +489,13 @@ void Register(bool set_min_time) {
              "mixed/queue/2native_1remote_10pct_park",
              [](benchmark::State& s) { BM_Queue(s, Mode::kMixed10, structures::Path::kNative, 1, /*park=*/true); }),
          3);
+  for (size_t batch : {1, 16}) {
+    const std::string label = "mixed/queue/2native_1remote_producer_10pct_batch:" + std::to_string(batch);
+    finish(benchmark::RegisterBenchmark(
+               label.c_str(),
+               [batch](benchmark::State& s) { BM_Queue(s, Mode::kMixedProducer, structures::Path::kNative, batch); }),
+           3);
+  }
   for (auto [name, path] : {std::pair{"native", structures::Path::kNative},
                             std::pair{"loopback", structures::Path::kLoopback},
                             std::pair{"remote", structures::Path::kRemote}}) {

@@ -41,12 +41,11 @@ absl::Status NativeGate::GateTimeout() const {
       " for longer than ", absl::FormatDuration(absl::FromChrono(options_.timeout)), " (ClientOptions::timeout)"));
 }
 
-absl::Status NativeGate::Enter() {
+absl::Status NativeGate::Enter(uint64_t s) {
+  // Run's first CAS failed (the gate word was `s`). Raising the flag is
+  // always a seq_cst RMW, so TakeLease's load of r_tail comes after it
+  // (ALock's Peterson; docs/design.md §4).
   rdma::CpuWord& word = line_.l_tail;
-  // Raising the flag: a seq_cst RMW, so TakeLease's load of r_tail comes
-  // after it (ALock's Peterson; docs/design.md §4).
-  uint64_t s = 0;
-  if (word.CompareExchange(s, kPresent | kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
   const bool parking = gate_options_.park > std::chrono::microseconds::zero();
   bool deadline_set = false;
   std::chrono::steady_clock::time_point deadline{};
@@ -111,8 +110,6 @@ absl::Status NativeGate::Enter() {
 }
 
 absl::Status NativeGate::TakeLease() {
-  ++stats_.runs;
-  if (lease_held_) return absl::OkStatus();
   // The flag (the gate word) is up: since Enter's CAS, or since a holder
   // before me that kept it up for waiters.
   bool fast = false;

@@ -65,6 +65,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "locks/alock.h"
@@ -119,8 +120,14 @@ class alignas(64) NativeGate {
   // side, and returns its status, or the error that kept it from running.
   template <typename Step>
   absl::Status Run(Step&& step) {
-    if (absl::Status s = Enter(); !s.ok()) return s;
-    absl::Status s = TakeLease();
+    // The uncontended entry (the gate free, the lease taken at once or
+    // kept) inline; waiting and Peterson's slow half out of line.
+    uint64_t w = 0;
+    if (ABSL_PREDICT_FALSE(!line_.l_tail.CompareExchange(w, kPresent | kHeld, std::memory_order_seq_cst))) {
+      if (absl::Status s = Enter(w); !s.ok()) return s;
+    }
+    ++stats_.runs;
+    absl::Status s = lease_held_ ? absl::OkStatus() : TakeLease();
     if (s.ok()) s = step();
     return Leave(std::move(s));
   }
@@ -143,9 +150,11 @@ class alignas(64) NativeGate {
   NativeGate(rdma::RemotePtr lock, const ClientOptions& options, const NativeGateOptions& gate_options)
       : lock_(lock), line_(*lock.local<ALockWord>()), options_(options), gate_options_(gate_options) {}
 
-  absl::Status Enter();
+  // Waits for the gate and takes it; `s` is the gate word a failed first
+  // CAS (in Run) saw.
+  absl::Status Enter(uint64_t s);
   absl::Status GateTimeout() const;
-  // Wins ALock's Peterson for the native side unless it holds the lease.
+  // Wins ALock's Peterson for the native side (the lease is not held).
   absl::Status TakeLease();
   // Keeps or gives up the lease and releases the gate; returns `s`.
   absl::Status Leave(absl::Status s);

@@ -75,7 +75,7 @@ BASELINES = {
     "boost_lockfree": ("queue",),
 }
 # The queue's workload shapes (queue_bench.cc); the maps' are mixes.
-QUEUE_SHAPE = re.compile(r"^(1p1c|2both|batch:\d+|2native_1remote\w*)$")
+QUEUE_SHAPE = re.compile(r"^(1p1c|2both|1thread|batch:\d+|2native_1remote[\w:]*)$")
 # Name segments Google Benchmark appends to a registered name.
 DECORATION = re.compile(r"/(min_time:[^/]*|min_warmup_time:[^/]*|real_time|manual_time|process_time"
                         r"|threads:\d+|repeats:\d+|iterations:\d+)")

@@ -8,6 +8,7 @@
 // unlock). Routing and lock handling are the shared StructureClient's.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -123,11 +126,12 @@ class QueueClient {
 
  private:
   absl::Status CheckBatch(size_t n) const {
-    if (n == 0 || n > l_.capacity) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Queue: a batch of ", n, " values; batches hold 1..capacity (", l_.capacity, ") values"));
-    }
+    if (ABSL_PREDICT_FALSE(n == 0 || n > l_.capacity)) return BadBatch(n);
     return absl::OkStatus();
+  }
+  ABSL_ATTRIBUTE_NOINLINE absl::Status BadBatch(size_t n) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Queue: a batch of ", n, " values; batches hold 1..capacity (", l_.capacity, ") values"));
   }
 
   queue_internal::Header& Local(const Route& r) const {
@@ -248,30 +252,30 @@ class QueueClient {
     uint64_t t;
     RETURN_IF_ERROR(ring.LoadCounter(&t));
     const size_t k = values.size();
-    seqs_.resize(k);
-    RETURN_IF_ERROR(ring.LoadSeqs(t, k, seqs_.data()));
+    uint64_t* const seqs = SeqScratch(k);
+    RETURN_IF_ERROR(ring.LoadSeqs(t, k, seqs));
     size_t n = 0;
     for (; n < k; ++n) {
-      SlotState st = queue_internal::ForProducer(l_, seqs_[n], t + n);
+      SlotState st = queue_internal::ForProducer(l_, seqs[n], t + n);
       if (st == SlotState::kTorn) {
-        RETURN_IF_ERROR(Settle(ring, t + n, &seqs_[n], nullptr,
+        RETURN_IF_ERROR(Settle(ring, t + n, &seqs[n], nullptr,
                                [&](uint64_t s) { return queue_internal::ForProducer(l_, s, t + n); }, &st));
       }
       if (st == SlotState::kFull) break;
     }
     Guess(/*producer=*/true) = t + n;
     if (n == 0) return size_t{0};
-    words_.resize(kW * n);
+    uint64_t* const words = WordScratch(n);
     for (size_t j = 0; j < n; ++j) {
-      L::Encode(values[j], &words_[kW * j]);
-      seqs_[j] = l_.HoldsValueOf(t + j);
+      L::Encode(values[j], &words[kW * j]);
+      seqs[j] = l_.HoldsValueOf(t + j);
     }
     if constexpr (Policy::kPublishAfterPayload) {
-      ring.StorePayloads(t, n, words_.data());
-      ring.StoreSeqs(t, n, seqs_.data());
+      ring.StorePayloads(t, n, words);
+      ring.StoreSeqs(t, n, seqs);
     } else {  // test-only mutant: publish, then write the payload
-      ring.StoreSeqs(t, n, seqs_.data());
-      ring.StorePayloads(t, n, words_.data());
+      ring.StoreSeqs(t, n, seqs);
+      ring.StorePayloads(t, n, words);
     }
     ring.StoreCounter(t + n);
     RETURN_IF_ERROR(ring.Flush());
@@ -284,20 +288,20 @@ class QueueClient {
   absl::Status ConsumeUnderLock(Ring& ring, size_t max, Sink& sink) {
     uint64_t h;
     RETURN_IF_ERROR(ring.LoadCounter(&h));
-    seqs_.resize(max);
-    words_.resize(kW * max);
+    uint64_t* const seqs = SeqScratch(max);
+    uint64_t* const words = WordScratch(max);
     if constexpr (Policy::kSeqBeforePayload) {
-      RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs_.data()));
-      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words_.data()));
+      RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
+      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));
     } else {  // test-only mutant: payload first
-      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words_.data()));
-      RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs_.data()));
+      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));
+      RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
     }
     size_t n = 0;
     for (; n < max; ++n) {
-      SlotState st = queue_internal::ForConsumer(l_, seqs_[n], h + n);
+      SlotState st = queue_internal::ForConsumer(l_, seqs[n], h + n);
       if (st == SlotState::kTorn) {
-        RETURN_IF_ERROR(Settle(ring, h + n, &seqs_[n], &words_[kW * n],
+        RETURN_IF_ERROR(Settle(ring, h + n, &seqs[n], &words[kW * n],
                                [&](uint64_t s) { return queue_internal::ForConsumer(l_, s, h + n); }, &st));
       }
       if (st == SlotState::kFree && (Policy::kCheckEmpty || n > 0)) break;  // empty from here
@@ -305,12 +309,27 @@ class QueueClient {
     Guess(/*producer=*/false) = h + n;
     if (n == 0) return absl::OkStatus();
     for (size_t j = 0; j < n; ++j) {
-      sink(L::Decode(&words_[kW * j]));
-      seqs_[j] = l_.FreedAfter(h + j);
+      sink(L::Decode(&words[kW * j]));
+      seqs[j] = l_.FreedAfter(h + j);
     }
-    ring.StoreSeqs(h, n, seqs_.data());
+    ring.StoreSeqs(h, n, seqs);
     ring.StoreCounter(h + n);
     return ring.Flush();
+  }
+
+  // Room for the seq words (SeqScratch) or payload words (WordScratch) of n
+  // positions: inline up to kInlineValues positions (every single-value
+  // operation and small batches), else a member vector grown to fit.
+  static constexpr size_t kInlineValues = 16;
+  uint64_t* SeqScratch(size_t n) {
+    if (n <= kInlineValues) return seqs_inline_.data();
+    if (seqs_.size() < n) seqs_.resize(n);
+    return seqs_.data();
+  }
+  uint64_t* WordScratch(size_t n) {
+    if (n <= kInlineValues) return words_inline_.data();
+    if (words_.size() < kW * n) words_.resize(kW * n);
+    return words_.data();
   }
 
   locks::NativeGate* NativeGateFor(rdma::NodeId home, bool producer) const {
@@ -329,6 +348,9 @@ class QueueClient {
   rdma::NodeId current_home_ = 0;
   uint64_t prime_counter_ = 0;
   std::vector<uint64_t> prime_seqs_, prime_payloads_;
+  // Scratch for a step's seq and payload words (SeqScratch, WordScratch).
+  std::array<uint64_t, kInlineValues> seqs_inline_{};
+  std::array<uint64_t, kInlineValues * kW> words_inline_{};
   std::vector<uint64_t> seqs_, words_;
 };
 
