@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "locks/alock.h"
 #include "locks/baselines.h"
+#include "locks/internal.h"
 #include "locks/lock.h"
 #include "rdma/cluster.h"
 #include "rdma/soft/soft_nic.h"
@@ -246,6 +247,40 @@ TEST_F(LockApiTest, ADescriptorLeftInAQueueIsNeverReused) {
     if (st.ok()) EXPECT_TRUE(w->Unlock(t.at(1)).ok());
     (void)unlock_a;  // handing L1 to an abandoned waiter may succeed or fail; L1 is unusable now
   }
+}
+
+// The retire rule behind the test above (DescriptorLines::
+// RetireAfterFailedLock): a failed native attempt always retires its line
+// (the swap into l_tail is its first step); a failed NIC attempt only if it
+// rang a doorbell since its mark, so attempts that fail before posting
+// anything (bad input, a QP in error) leak no line. A retired slot gets a
+// fresh line; the old one is never handed out again.
+TEST_F(LockApiTest, AFailedAttemptRetiresItsLineOnlyIfItMayHaveQueuedIt) {
+  lock_internal::DescriptorLines lines;
+  ASSERT_TRUE(lines.Allocate(cluster_->node(0), 2).ok());
+  const RemotePtr first = lines[0];
+
+  uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
+  lines.RetireAfterFailedLock(0, /*native=*/false, mark);  // nothing posted
+  EXPECT_EQ(lines.retired(), 0);
+  EXPECT_EQ(lines[0], first);
+
+  auto s = Session(1);
+  uint64_t word = 0;
+  mark = lock_internal::DescriptorLines::AttemptMark();
+  ASSERT_TRUE(s->Read(lines[1], &word, 8).ok());  // one doorbell: "may have swapped"
+  lines.RetireAfterFailedLock(0, /*native=*/false, mark);
+  EXPECT_EQ(lines.retired(), 1);
+  const RemotePtr second = lines[0];
+  EXPECT_NE(second, first);
+  EXPECT_TRUE(lines.usable(0));
+
+  mark = lock_internal::DescriptorLines::AttemptMark();
+  lines.RetireAfterFailedLock(0, /*native=*/true, mark);  // native: always
+  EXPECT_EQ(lines.retired(), 2);
+  EXPECT_NE(lines[0], second);
+  EXPECT_NE(lines[0], first);
+  EXPECT_EQ(lines[1], first + lock_internal::DescriptorLines::kLineBytes);  // slot 1 untouched
 }
 
 // spins_before_yield = 0 means "yield at once", not "time out at once": a
