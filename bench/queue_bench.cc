@@ -47,7 +47,9 @@
 //                         in 2both, and every 32 iterations also dequeue as
 //                         many values as the remote thread enqueued
 //   native/<q>/1thread    1 thread on node 0, enqueue then dequeue: the cost
-//                         of an operation with nobody else around
+//                         of an operation with nobody else around (for the
+//                         queue the same operations as native/queue/batch:1,
+//                         on the shared queue, next to the baselines')
 // Every run of a benchmark starts from an empty queue: thread 0 drains the
 // shared queue (ours, boost's or the deque) before the timed loop, which the
 // other threads enter only together with it (Google Benchmark's start
@@ -375,11 +377,14 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
       // Take out what the remote thread put in: one Dequeue per value it
       // enqueued, shared by the native threads (a claim may find the queue
       // empty; then the next value of a native thread's pair comes out).
-      while (g_extra_dequeues.load(std::memory_order_relaxed) < g_remote_enqueued.load(std::memory_order_relaxed) &&
-             m >= 0) {
-        g_extra_dequeues.fetch_add(1);
+      // A claim is one CAS, so the two native threads never claim the same
+      // value.
+      int64_t claimed = g_extra_dequeues.load();
+      while (m >= 0 && claimed < g_remote_enqueued.load()) {
+        if (!g_extra_dequeues.compare_exchange_weak(claimed, claimed + 1)) continue;  // `claimed` reloaded
         absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome, path);
         if (check(v.status()) && v->has_value()) m = Whole(**v) ? m + 1 : -1;
+        claimed = g_extra_dequeues.load();
       }
     }
     if (native_thread && m > 0) native_moved += m;

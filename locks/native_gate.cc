@@ -110,8 +110,8 @@ absl::Status NativeGate::Enter(uint64_t s) {
 }
 
 absl::Status NativeGate::TakeLease() {
-  // The flag (the gate word) is up: since Enter's CAS, or since a holder
-  // before me that kept it up for waiters.
+  // The flag (the gate word) is up: since Run's or Enter's CAS, or since a
+  // holder before me that kept it up for waiters.
   bool fast = false;
   if (absl::Status s = alock_internal::PetersonAsNative(line_, lock_, options_, &fast, [] {}, [] {}); !s.ok()) {
     return s;

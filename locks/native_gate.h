@@ -120,8 +120,9 @@ class alignas(64) NativeGate {
   // side, and returns its status, or the error that kept it from running.
   template <typename Step>
   absl::Status Run(Step&& step) {
-    // The uncontended entry (the gate free, the lease taken at once or
-    // kept) inline; waiting and Peterson's slow half out of line.
+    // The gate's first CAS and a kept lease inline; waiting for the gate
+    // (Enter) and winning the lease (TakeLease: ALock's Peterson) out of
+    // line.
     uint64_t w = 0;
     if (ABSL_PREDICT_FALSE(!line_.l_tail.CompareExchange(w, kPresent | kHeld, std::memory_order_seq_cst))) {
       if (absl::Status s = Enter(w); !s.ok()) return s;

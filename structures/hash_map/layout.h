@@ -317,10 +317,11 @@ inline constexpr size_t kDirEntriesOffset = 128;
 inline constexpr uint64_t NextVersion(uint64_t v) { return (v + 1) & 0xff; }
 
 // The one retry policy of the directory's seqlock reads, native and NIC:
-// called after the `failed`-th read that overlapped a publish (from 0). From
-// the `yield_after`-th on it yields first; after `give_up_after` of them the
-// read fails with DeadlineExceeded (a splitter that died mid-publish leaves
-// the version odd for good).
+// called after each read that overlapped a publish, with `failed` = how many
+// did before it (0 for the first). It yields once `failed` reaches
+// `yield_after`, and returns DeadlineExceeded once it reaches
+// `give_up_after` (a splitter that died mid-publish leaves the version odd
+// for good).
 inline absl::Status DirectoryRetryWait(int failed, int yield_after, int give_up_after) {
   if (failed >= yield_after) std::this_thread::yield();
   if (failed >= give_up_after) {

@@ -56,7 +56,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup NativeFindBoth(const Unit<V>* units, 
 // of directory words; true when what it loaded is consistent in itself) runs
 // between two loads of the version, and is repeated, with
 // DirectoryRetryWait's policy, until both loads see the same even version
-// and read() returns true.
+// and read() returns true. read() writes its outputs on every attempt, so
+// after an error they hold an unvalidated read: use them only on OK.
 template <typename Read>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NativeSeqlockRead(const DirectoryHeader& h, Read&& read) {
   for (int failed = 0;; ++failed) {
