@@ -438,40 +438,34 @@ void Register(bool set_min_time) {
     b->Threads(threads)->UseRealTime();
     if (set_min_time) b->MinTime(0.4);
   };
-  finish(benchmark::RegisterBenchmark("native/queue/1p1c",
-                                      [](benchmark::State& s) { BM_Queue(s, Mode::k1p1c, structures::Path::kNative, 1); }),
-         2);
-  finish(benchmark::RegisterBenchmark("native/boost_lockfree/1p1c",
-                                      [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, true); }),
-         2);
-  finish(benchmark::RegisterBenchmark("native/std_mutex/1p1c",
-                                      [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, true); }),
-         2);
-  finish(benchmark::RegisterBenchmark("native/queue/2both",
-                                      [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1); }),
-         2);
+  // Our queue (in `mode`), boost's and the deque side by side, natively,
+  // with `threads` threads.
+  auto native_three = [&](const std::string& shape, Mode mode, bool one_producer_one_consumer, int threads) {
+    finish(benchmark::RegisterBenchmark(
+               ("native/queue/" + shape).c_str(),
+               [mode](benchmark::State& s) { BM_Queue(s, mode, structures::Path::kNative, 1); }),
+           threads);
+    finish(benchmark::RegisterBenchmark(("native/boost_lockfree/" + shape).c_str(),
+                                        [one_producer_one_consumer](benchmark::State& s) {
+                                          BM_Baseline<BoostQueue>(s, GetBoost, one_producer_one_consumer);
+                                        }),
+           threads);
+    finish(benchmark::RegisterBenchmark(("native/std_mutex/" + shape).c_str(),
+                                        [one_producer_one_consumer](benchmark::State& s) {
+                                          BM_Baseline<MutexDeque>(s, GetDeque, one_producer_one_consumer);
+                                        }),
+           threads);
+  };
+  native_three("1p1c", Mode::k1p1c, /*one_producer_one_consumer=*/true, 2);
+  native_three("2both", Mode::k2Both, false, 2);
   finish(benchmark::RegisterBenchmark(
              "native/queue/2both_park",
              [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1, /*park=*/true); }),
          2);
-  finish(benchmark::RegisterBenchmark("native/boost_lockfree/2both",
-                                      [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, false); }),
-         2);
-  finish(benchmark::RegisterBenchmark("native/std_mutex/2both",
-                                      [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, false); }),
-         2);
   // One thread enqueuing then dequeuing: each queue's cost per operation
   // with no other thread, the most a 2-thread run can get when one thread
   // runs alone while the other waits (as behind a mutex).
-  finish(benchmark::RegisterBenchmark("native/queue/1thread",
-                                      [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1); }),
-         1);
-  finish(benchmark::RegisterBenchmark("native/boost_lockfree/1thread",
-                                      [](benchmark::State& s) { BM_Baseline<BoostQueue>(s, GetBoost, false); }),
-         1);
-  finish(benchmark::RegisterBenchmark("native/std_mutex/1thread",
-                                      [](benchmark::State& s) { BM_Baseline<MutexDeque>(s, GetDeque, false); }),
-         1);
+  native_three("1thread", Mode::k2Both, false, 1);
   // The same two 2-thread shapes through the NIC.
   for (auto [name, path] : {std::pair{"loopback", structures::Path::kLoopback},
                             std::pair{"remote", structures::Path::kRemote}}) {
