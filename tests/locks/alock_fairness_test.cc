@@ -140,6 +140,15 @@ void RunOnce(const FairnessCase& param, uint64_t waits[2]) {
           tracker.run[me] = 0;
         }
         if (it % 8 == 0) std::this_thread::yield();
+        // Now and then a local holder stays a while, so that some remote
+        // leader's Peterson round lands while the local flag is up. With a
+        // slow NIC (byte copies under TSan on a loaded machine) a remote
+        // round took so long that the local holder was always gone by the
+        // time it read the flag: the remote cohort never waited in 4 runs
+        // (CI43), and the bound went unchecked in that direction.
+        if (me == static_cast<int>(Cohort::kLocal) && it % 64 == 63) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
         if (me == static_cast<int>(Cohort::kRemote)) remote_was_in.store(true, std::memory_order_release);
         // --- end of critical section.
         if (absl::Status s = client->Unlock(lock); !s.ok()) {
