@@ -45,7 +45,6 @@ struct MainSpec {
   std::function<void()> teardown = nullptr;
 };
 
-
 // The display reporter Google Benchmark would use, counting the runs that
 // ended in an error (SkipWithError), so that the binary can exit non-zero:
 // a benchmark that failed must not read as a result.
