@@ -34,6 +34,7 @@ constexpr uint64_t Mix64(uint64_t x) {
 // parallel (a reader pays about two mixes of latency, not n).
 ABSL_ATTRIBUTE_ALWAYS_INLINE constexpr uint64_t HashWords(const uint64_t* w, size_t n) {
   uint64_t h = 0x6a09e667f3bcc909ULL;  // arbitrary nonzero seed
+#pragma GCC unroll 16
   for (size_t i = 0; i < n; ++i) h += Mix64(w[i] + (i + 1) * 0x9e3779b97f4a7c15ULL);
   return Mix64(h ^ n);
 }

@@ -81,7 +81,7 @@ class HashMapClient {
       // slot's words can stay in registers, and the value is constructed in
       // place in the result (copies through memory with mismatched widths
       // stall store forwarding; that was a measurable part of a cached get).
-      uint64_t w[L::kWords];
+      uint64_t w[L::kWords] = {};  // (every path that reads it fills it; GCC cannot always tell)
       const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(op), op.p, kReaderWindows, op.epoch,
                                                             Policy::kReadersCheckEpoch, key, Policy::kVerifyReads, w);
       if (l.kind == Lookup::kFound) {

@@ -505,19 +505,33 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindow(WordAt&& word, uint64_t ke
   return r;
 }
 
-// A reader's search of a key's windows (the first `windows` of them: 2, or 1
-// in a test-only mutant) through `word0` and `word1` (each like ScanWindow's
-// `word`, over its window's slots): the same per-slot rules as ScanWindow,
-// in this order: the two main groups, then the two overflow groups, each
-// pair interleaved slot by slot from `start` (window 0's start slot, window
-// 1's start slot, window 0's next, ...). Keys sit in main groups unless those
-// were full when they arrived, and usually at or near their start slot, so a
-// hit in either window costs about as few probes as a hit in the first; and
-// the two streams of loads run side by side. The order is not needed for
-// correctness (a key present throughout the scan sits in one slot, and the
-// scan reads every slot of both windows before it says "absent"); on a miss
-// the occupied slots of other keys are checked in both windows, as in
-// ScanWindow. `free_count` and `first_free` are not filled (readers).
+// The window-relative first slot of window w's main group ([w][0]) and
+// overflow group ([w][1]) for placement `p` (ScanSlot's branches, hoisted
+// out of a scan's loop).
+struct GroupFirsts {
+  size_t at[2][2];
+  explicit GroupFirsts(const Placement& p) {
+    for (int w = 0; w < 2; ++w) {
+      at[w][0] = ScanSlot(p.c[w].side, 0, 0);
+      at[w][1] = kSlotsPerGroup - at[w][0];
+    }
+  }
+};
+
+// A reader's full search of a key's windows (the first `windows` of them: 2,
+// or 1 in a test-only mutant) through `word0` and `word1` (each like
+// ScanWindow's `word`, over its window's slots): the same per-slot rules as
+// ScanWindow, in this order: the two main groups, then the two overflow
+// groups, each pair interleaved slot by slot from `start` (window 0's start
+// slot, window 1's start slot, window 0's next, ...). Keys sit in main groups
+// unless those were full when they arrived, and usually at or near their
+// start slot, so a hit in either window costs about as few probes as a hit in
+// the first; and the two streams of loads run side by side. The order is not
+// needed for correctness (a key present throughout the scan sits in one
+// slot, and the scan reads every slot of both windows before it says
+// "absent"); on a miss the occupied slots of other keys are checked in both
+// windows, as in ScanWindow. `free_count` and `first_free` are not filled
+// (readers).
 // Every state word looked at must carry epoch bits `epoch` (EpochBits of the
 // epoch the reader's directory gives the segment); the first that does not
 // ends the scan with kStale: the directory the reader used is stale, or the
@@ -527,39 +541,64 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindow(WordAt&& word, uint64_t ke
 // the directory only after that; so a key present throughout the scan is in
 // a slot that the scan sees at the expected epoch, or the scan sees a newer
 // epoch somewhere and retries (structures/README.md, "Growth").
+// Readers call ScanWindows, which tries QuickHit first.
 template <typename V, typename WordAt0, typename WordAt1>
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&& word1, uint64_t key,
-                                                       const Placement& p, int windows, uint64_t epoch,
-                                                       bool check_epoch, bool verify, uint64_t* found) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindowsFully(WordAt0&& word0, WordAt1&& word1, uint64_t key,
+                                                            const Placement& p, int windows, uint64_t epoch,
+                                                            bool check_epoch, bool verify, uint64_t* found) {
   using L = SlotLayout<V>;
   Lookup r;
   uint32_t others[2] = {0, 0};  // per window, bit i: slot i was occupied by another key
-  // One probe of window w's slot at ScanSlot step `step`; true on a hit
-  // (then `r` is filled). A template over the accessor, so each window's
-  // probes compile to straight loads of that window.
-  auto probe = [&](auto& word, int w, size_t step) ABSL_ATTRIBUTE_ALWAYS_INLINE {
-    const size_t i = ScanSlot(p.c[w].side, p.start, step);
+  // One probe of window w's slot i: 0 = go on, 1 = the key (its state word
+  // in `hit_state`), 2 = a state word of another epoch. Only words are
+  // loaded here; a hit's value words are read once, after the loop, so each
+  // of the (unrolled) probes stays a few instructions. A template over the
+  // accessor, so each window's probes compile to straight loads of it.
+  uint64_t hit_state = 0;
+  auto probe = [&](auto& word, int w, size_t i) ABSL_ATTRIBUTE_ALWAYS_INLINE -> int {
     const uint64_t state = word(i, L::kStateWord);
-    if (check_epoch && (state & kEpochMask) != epoch) {
-      r.kind = Lookup::kStale;
-      return true;
-    }
-    if (!L::Occupied(state)) return false;
+    if (check_epoch && (state & kEpochMask) != epoch) return 2;
+    if (!L::Occupied(state)) return 0;
     if (word(i, L::kKeyWord) != key) {
       others[w] |= uint32_t{1} << i;
-      return false;
+      return 0;
     }
-    found[L::kStateWord] = state;
-    found[L::kKeyWord] = key;
-    for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = word(i, x);
-    r.slot = static_cast<int>(i);
-    r.window = w;
-    r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
-    return true;
+    hit_state = state;
+    return 1;
   };
-  for (size_t step = 0; step < kSlotsPerWindow; ++step) {  // ScanSlot steps: 0-7 main, 8-15 overflow
-    if (probe(word0, 0, step)) return r;
-    if (windows > 1 && probe(word1, 1, step)) return r;
+  const GroupFirsts g(p);
+  int outcome = 0;
+  int hit_w = 0;
+  size_t hit_i = 0;
+  for (size_t group = 0; group < 2 && outcome == 0; ++group) {  // 0: main groups, 1: overflow groups
+    for (size_t j = 0; j < kSlotsPerGroup; ++j) {
+      const size_t off = (p.start + j) % kSlotsPerGroup;
+      hit_i = g.at[0][group] + off;
+      if ((outcome = probe(word0, 0, hit_i)) != 0) break;
+      if (windows > 1) {
+        hit_i = g.at[1][group] + off;
+        hit_w = 1;
+        if ((outcome = probe(word1, 1, hit_i)) != 0) break;
+        hit_w = 0;
+      }
+    }
+  }
+  if (outcome == 2) {
+    r.kind = Lookup::kStale;
+    return r;
+  }
+  if (outcome == 1) {
+    found[L::kStateWord] = hit_state;
+    found[L::kKeyWord] = key;
+    if (hit_w == 0) {
+      for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = word0(hit_i, x);
+    } else {
+      for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = word1(hit_i, x);
+    }
+    r.slot = static_cast<int>(hit_i);
+    r.window = hit_w;
+    r.kind = verify && L::Checksum(found) != found[L::kChecksumWord] ? Lookup::kTorn : Lookup::kFound;
+    return r;
   }
   r.kind = Lookup::kAbsent;
   if (verify && others[0] != 0) r.kind = OthersValid<V>(word0, key, others[0], epoch, check_epoch);
@@ -567,6 +606,73 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&
     r.kind = OthersValid<V>(word1, key, others[1], epoch, check_epoch);
   }
   return r;
+}
+
+// A reader's first try, for a key that is there: key words only, in
+// ScanWindowsFully's order; the first slot whose key word is `key` is then
+// read in full and accepted by the rules of a full scan's hit: occupied, of
+// epoch `epoch` (when `check_epoch`), matching its checksum (when `verify`).
+// True, with `*r` and `found` filled as ScanWindowsFully fills them, when it
+// accepts; false otherwise (no key word matched, or the slot was torn,
+// empty or stale), and then only the full scan can answer. Sound for the
+// reason a full scan's hit is (structures/README.md, "The linearizability
+// argument", Found): that argument uses no order among the loads and no slot
+// but the found one. A hit costs one load and compare per slot passed,
+// instead of a full scan's state checks and bookkeeping.
+template <typename V, typename WordAt0, typename WordAt1>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool QuickHit(WordAt0&& word0, WordAt1&& word1, uint64_t key,
+                                                  const Placement& p, int windows, uint64_t epoch,
+                                                  bool check_epoch, bool verify, uint64_t* found, Lookup* r) {
+  using L = SlotLayout<V>;
+  const GroupFirsts g(p);
+  int w = -1;
+  size_t i = 0;
+  for (size_t group = 0; group < 2 && w < 0; ++group) {  // 0: main groups, 1: overflow groups
+    for (size_t j = 0; j < kSlotsPerGroup; ++j) {
+      const size_t off = (p.start + j) % kSlotsPerGroup;
+      if (word0(g.at[0][group] + off, L::kKeyWord) == key) {
+        w = 0;
+        i = g.at[0][group] + off;
+        break;
+      }
+      if (windows > 1 && word1(g.at[1][group] + off, L::kKeyWord) == key) {
+        w = 1;
+        i = g.at[1][group] + off;
+        break;
+      }
+    }
+  }
+  if (w < 0) return false;
+  found[L::kKeyWord] = key;
+  if (w == 0) {
+    found[L::kStateWord] = word0(i, L::kStateWord);
+    for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = word0(i, x);
+  } else {
+    found[L::kStateWord] = word1(i, L::kStateWord);
+    for (size_t x = L::kValueWord; x < L::kWords; ++x) found[x] = word1(i, x);
+  }
+  const uint64_t state = found[L::kStateWord];
+  if (!L::Occupied(state) || (check_epoch && (state & kEpochMask) != epoch) ||
+      (verify && L::Checksum(found) != found[L::kChecksumWord])) {
+    return false;
+  }
+  r->slot = static_cast<int>(i);
+  r->window = w;
+  r->kind = Lookup::kFound;
+  return true;
+}
+
+// A reader's search of a key's windows: QuickHit, and when it does not
+// accept a slot, ScanWindowsFully (same arguments; the full scan loads every
+// word it looks at again). A miss thus costs the key words of both windows
+// on top of the full scan.
+template <typename V, typename WordAt0, typename WordAt1>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindows(WordAt0&& word0, WordAt1&& word1, uint64_t key,
+                                                       const Placement& p, int windows, uint64_t epoch,
+                                                       bool check_epoch, bool verify, uint64_t* found) {
+  Lookup r;
+  if (QuickHit<V>(word0, word1, key, p, windows, epoch, check_epoch, verify, found, &r)) return r;
+  return ScanWindowsFully<V>(word0, word1, key, p, windows, epoch, check_epoch, verify, found);
 }
 
 // ScanWindow over a private copy of a window's slots (kWindowWords words, as

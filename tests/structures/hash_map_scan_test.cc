@@ -1,5 +1,6 @@
 // The hash map's lock-free reader routines under replayed interleavings: the
-// reader scan (structures/hash_map/layout.h, ScanWindows and ScanWindow) over
+// reader scan (structures/hash_map/layout.h: QuickHit, then ScanWindowsFully,
+// which make ScanWindows; and ScanWindow) over
 // scripted word accessors, each test fixing exactly which version of a slot
 // every load returns; and the native directory lookup (native_path.h) over a
 // directory in the state that a read spanning a wrap of its one-byte version
@@ -74,8 +75,11 @@ Placement TwoUnits() {
 // directory, loaded slot 3's state before the restamp (old epoch, occupied)
 // and its key word after (0): slot 3 looks like another key's. Every other
 // slot still has the old epoch. The key was present (in the new segment) the
-// whole time. Returns what ScanWindows says, with or without the epoch check,
-// and how many loads of slot 3 it made.
+// whole time. Returns what the full scan (ScanWindowsFully) says, with or
+// without the epoch check, and how many loads of slot 3 it made. (QuickHit,
+// which runs first in ScanWindows, cannot meet this mix: it loads the key
+// word before the state word; QuickHitRejectsWhatAFullScanMustDecide has
+// its side of the race.)
 Lookup::Kind ScanAcrossARestamp(bool check_epoch, int* loads_of_slot3) {
   Window w0, w1;
   w0.Put(3, kKey, 7);
@@ -84,8 +88,8 @@ Lookup::Kind ScanAcrossARestamp(bool check_epoch, int* loads_of_slot3) {
   RacyWindow r0{w0, 3, before, MovedOut(w0.slot(3), 1)};
   auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
   uint64_t found[L::kWords];
-  const Lookup l = ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), check_epoch,
-                                         /*verify=*/true, found);
+  const Lookup l = ScanWindowsFully<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), check_epoch,
+                                              /*verify=*/true, found);
   *loads_of_slot3 = r0.loads_of_racy;
   return l.kind;
 }
@@ -114,8 +118,9 @@ TEST(HashMapScan, WithoutTheEpochCheckTheRaceReadsAsAbsent) {
   EXPECT_EQ(ScanAcrossARestamp(/*check_epoch=*/false, &loads), Lookup::kAbsent);
 }
 
-// A writer that overwrote another key's slot between the reader's loads: the
-// re-read does not match the checksum of what the first loads saw, but it is
+// (The full scan, as in ScanAcrossARestamp: a miss always reaches it, after
+// a QuickHit that found no key word.) A writer that overwrote another key's
+// slot between the reader's loads: the re-read does not match the checksum of what the first loads saw, but it is
 // a consistent tuple of the same epoch, so the miss stands (kAbsent); and a
 // slot that is torn when read again is kTorn.
 TEST(HashMapScan, MissPathRereadsOtherKeysSlots) {
@@ -128,13 +133,13 @@ TEST(HashMapScan, MissPathRereadsOtherKeysSlots) {
   RacyWindow r0{w0, 2, before, std::vector<uint64_t>(later.slot(2), later.slot(2) + L::kWords)};
   auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
   uint64_t found[L::kWords];
-  EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+  EXPECT_EQ(ScanWindowsFully<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
             Lookup::kAbsent);
 
   std::vector<uint64_t> torn(later.slot(2), later.slot(2) + L::kWords);
   torn[L::kValueWord] ^= 1;  // one word of another write
   RacyWindow t0{w0, 2, before, torn};
-  EXPECT_EQ(ScanWindows<uint64_t>(t0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+  EXPECT_EQ(ScanWindowsFully<uint64_t>(t0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
             Lookup::kTorn);
 
   // And the key arriving in that slot after the scan looked at it (the other
@@ -145,7 +150,7 @@ TEST(HashMapScan, MissPathRereadsOtherKeysSlots) {
   arrived.Put(2, kKey, 5);
   RacyWindow a0{w0, 2, before, std::vector<uint64_t>(arrived.slot(2), arrived.slot(2) + L::kWords),
                 /*switch_after=*/2};
-  EXPECT_EQ(ScanWindows<uint64_t>(a0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+  EXPECT_EQ(ScanWindowsFully<uint64_t>(a0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
             Lookup::kTorn);
   EXPECT_EQ(a0.loads_of_racy, 2 + static_cast<int>(L::kWords));
 }
@@ -171,6 +176,88 @@ TEST(HashMapScan, HitsAndMissesWithoutRaces) {
   // A reader whose directory says another epoch: kStale at the first slot.
   EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(1), true, true, found).kind,
             Lookup::kStale);
+}
+
+// QuickHit accepts a slot only by the full scan's hit rules; each race below
+// makes its key word match while the rest of the slot says otherwise, and
+// ScanWindows must then answer what the full scan answers. Every load of
+// the racy slot after its key word returns the later version.
+TEST(HashMapScan, QuickHitRejectsWhatAFullScanMustDecide) {
+  Window w0, w1;
+  w0.Put(3, kKey, 7);
+  w1.Put(5, kOtherKey, 8);
+  const std::vector<uint64_t> before(w0.slot(3), w0.slot(3) + L::kWords);
+  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
+  uint64_t found[L::kWords];
+  Lookup l;
+
+  // Without a race it takes the key at once: one load of slot 3's key word,
+  // then the slot's other words, each once.
+  RacyWindow quiet{w0, 3, before, before};
+  ASSERT_TRUE(QuickHit<uint64_t>(quiet, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
+  EXPECT_EQ(l.kind, Lookup::kFound);
+  EXPECT_EQ(l.slot, 3);
+  EXPECT_EQ(L::DecodeValue(found + L::kValueWord), 7u);
+  EXPECT_EQ(quiet.loads_of_racy, static_cast<int>(L::kWords));
+
+  // A split moved the key out after QuickHit loaded its key word: the slot is
+  // empty at the next epoch now. Not a hit; the full scan says kStale.
+  RacyWindow moved{w0, 3, before, MovedOut(w0.slot(3), 1)};
+  EXPECT_FALSE(QuickHit<uint64_t>(moved, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
+  RacyWindow moved2{w0, 3, before, MovedOut(w0.slot(3), 1)};
+  EXPECT_EQ(ScanWindows<uint64_t>(moved2, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kStale);
+
+  // The slot was restamped with the key still in it (a split that kept the
+  // key): consistent, but of the next epoch. Not a hit for a reader of epoch
+  // 0 (kStale from the full scan); the test-only mutant that ignores epochs
+  // takes it.
+  std::vector<uint64_t> kept(before);
+  kept[L::kStateWord] = L::Restamped(before[L::kStateWord], 1, /*occupied=*/true);
+  kept[L::kChecksumWord] = L::Checksum(kept.data());
+  RacyWindow k0{w0, 3, before, kept};
+  EXPECT_FALSE(QuickHit<uint64_t>(k0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
+  RacyWindow k1{w0, 3, before, kept};
+  EXPECT_EQ(ScanWindows<uint64_t>(k1, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kStale);
+  RacyWindow k2{w0, 3, before, kept};
+  EXPECT_TRUE(QuickHit<uint64_t>(k2, r1, kKey, TwoUnits(), 2, EpochBits(0), /*check_epoch=*/false, true, found, &l));
+
+  // An overwrite of the key landed torn after the key word: a value word of
+  // the new write, the rest old. Not a hit; nor does the full scan say
+  // "absent" (kTorn: read again).
+  Window later = w0;
+  later.Put(3, kKey, 99);
+  std::vector<uint64_t> torn(before);
+  torn[L::kValueWord] = later.slot(3)[L::kValueWord];
+  RacyWindow t0{w0, 3, before, torn};
+  EXPECT_FALSE(QuickHit<uint64_t>(t0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
+  RacyWindow t1{w0, 3, before, torn};
+  EXPECT_EQ(ScanWindows<uint64_t>(t1, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kTorn);
+  // Without checksums (the test-only mutant) QuickHit takes the torn slot.
+  RacyWindow t2{w0, 3, before, torn};
+  EXPECT_TRUE(QuickHit<uint64_t>(t2, r1, kKey, TwoUnits(), 2, EpochBits(0), true, /*verify=*/false, found, &l));
+}
+
+// An empty slot's key word is 0, so for key 0 every empty slot's key word
+// matches: QuickHit must not take an empty slot, and the full scan says
+// "absent"; once key 0 is put, it is found where it is.
+TEST(HashMapScan, QuickHitSkipsEmptySlotsForKeyZero) {
+  Window w0, w1;
+  auto r0 = [&](size_t slot, size_t word) { return w0.words[slot * L::kWords + word]; };
+  auto r1 = [&](size_t slot, size_t word) { return w1.words[slot * L::kWords + word]; };
+  uint64_t found[L::kWords];
+  Lookup l;
+  EXPECT_FALSE(QuickHit<uint64_t>(r0, r1, 0, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
+  EXPECT_EQ(ScanWindows<uint64_t>(r0, r1, 0, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
+            Lookup::kAbsent);
+  w1.Put(2, 0, 5);
+  const Lookup hit = ScanWindows<uint64_t>(r0, r1, 0, TwoUnits(), 2, EpochBits(0), true, true, found);
+  ASSERT_EQ(hit.kind, Lookup::kFound);
+  EXPECT_EQ(hit.window, 1);
+  EXPECT_EQ(hit.slot, 2);
+  EXPECT_EQ(L::DecodeValue(found + L::kValueWord), 5u);
 }
 
 // A directory of depth 5 in which segment 3 has just been split and the
