@@ -68,6 +68,15 @@ class HashMapClient {
   HashMapClient(StructureClient common, const hash_map_internal::Geometry& g)
       : c_(std::move(common)), g_(g) {
     for (int n = 0; n < c_.num_nodes(); ++n) dirs_.push_back(hash_map_internal::DirectoryCopy::Initial(g_));
+    // This node's part, in place: what every native operation starts from.
+    Route r;
+    if (c_.RouteTo(c_.node().id(), Path::kNative, &r).ok()) {
+      local_units_ = &rdma::RemoteRef<Unit>::At(r.base).Local(c_.node().id());
+      local_dir_ = reinterpret_cast<hash_map_internal::DirectoryHeader*>(reinterpret_cast<char*>(local_units_) +
+                                                                         g_.pool_units() * kUnitBytes);
+      local_entries_ =
+          reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(local_dir_) + hash_map_internal::kDirEntriesOffset);
+    }
   }
   HashMapClient(const HashMapClient&) = delete;
   HashMapClient& operator=(const HashMapClient&) = delete;
@@ -82,7 +91,7 @@ class HashMapClient {
       // place in the result (copies through memory with mismatched widths
       // stall store forwarding; that was a measurable part of a cached get).
       uint64_t w[L::kWords] = {};  // (every path that reads it fills it; GCC cannot always tell)
-      const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(op), op.p, kReaderWindows, op.epoch,
+      const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(), op.p, kReaderWindows, op.epoch,
                                                             Policy::kReadersCheckEpoch, key, Policy::kVerifyReads, w);
       if (l.kind == Lookup::kFound) {
         return absl::StatusOr<std::optional<V>>(absl::in_place, L::DecodeValue(w + L::kValueWord));
@@ -182,7 +191,7 @@ class HashMapClient {
         const size_t unit = u0 + u;
         int count;
         if (op.route.native()) {
-          hash_map_internal::NativeSnapshot<V>(LocalUnits(op)[unit], unit_snap_.data());
+          hash_map_internal::NativeSnapshot<V>(LocalUnits()[unit], unit_snap_.data());
           count = hash_map_internal::CountOccupied<V>(unit_snap_.data(), hash_map_internal::kSlotsPerUnit);
         } else {
           count = hash_map_internal::CountOccupied<V>(buf.data() + (u * kUnitBytes + L::kSlotsOffset) / 8,
@@ -259,7 +268,7 @@ class HashMapClient {
     RETURN_IF_ERROR(c_.RouteTo(op->p.node, path, &op->route));
     uint64_t e = 0;  // set on both branches; initialized for -Wmaybe-uninitialized
     if (op->route.native()) {
-      RETURN_IF_ERROR(hash_map_internal::NativeDirLookup(*LocalDir(*op), LocalEntries(*op), g_.max_depth,
+      RETURN_IF_ERROR(hash_map_internal::NativeDirLookup(*LocalDir(), LocalEntries(), g_.max_depth,
                                                          op->p.dir, &e));
     } else {
       e = dirs_[op->route.home].Lookup(op->p.dir);
@@ -293,15 +302,11 @@ class HashMapClient {
     return WithAccessor(op, [&](auto& units) { return units.Refresh(); });
   }
 
-  Unit* LocalUnits(const Op& op) const { return &rdma::RemoteRef<Unit>::At(op.route.base).Local(c_.node().id()); }
-  hash_map_internal::DirectoryHeader* LocalDir(const Op& op) const {
-    return reinterpret_cast<hash_map_internal::DirectoryHeader*>(reinterpret_cast<char*>(LocalUnits(op)) +
-                                                                 g_.pool_units() * kUnitBytes);
-  }
-  rdma::PlainWord* LocalEntries(const Op& op) const {
-    return reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(LocalDir(op)) +
-                                              hash_map_internal::kDirEntriesOffset);
-  }
+  // This node's part in place (a native route's home is this node; its part
+  // does not move while the client lives).
+  Unit* LocalUnits() const { return local_units_; }
+  hash_map_internal::DirectoryHeader* LocalDir() const { return local_dir_; }
+  rdma::PlainWord* LocalEntries() const { return local_entries_; }
   rdma::RemotePtr DirLock(const Op& op) const { return op.route.base + g_.pool_units() * kUnitBytes; }
   rdma::RemotePtr UnitLock(const Op& op, size_t unit) const {
     return hash_map_internal::UnitPtr<V>(op.route.base, unit);  // the lock is the unit's first line
@@ -311,7 +316,7 @@ class HashMapClient {
   template <typename F>
   absl::Status WithAccessor(const Op& op, F&& f) {
     if (op.route.native()) {
-      hash_map_internal::NativeUnits<V> units(LocalUnits(op), g_);
+      hash_map_internal::NativeUnits<V> units(LocalUnits(), g_);
       return f(units);
     }
     hash_map_internal::RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data(), g_,
@@ -665,6 +670,11 @@ class HashMapClient {
   StructureClient c_;
   const hash_map_internal::Geometry g_;
   std::vector<hash_map_internal::DirectoryCopy> dirs_;  // per node: the NIC paths' directory copy
+  // This node's part in place, when it has one (null otherwise; RouteTo then
+  // never takes the native path).
+  Unit* local_units_ = nullptr;
+  hash_map_internal::DirectoryHeader* local_dir_ = nullptr;
+  rdma::PlainWord* local_entries_ = nullptr;
   GrowthStats growth_;
   // Private copies of the last windows and unit read.
   std::array<std::array<uint64_t, L::kWindowWords>, 2> win_{};
