@@ -8,6 +8,9 @@
 # Sourcing this file defines the counting functions below without running
 # anything (tools/demo/run_tests_count_test.sh tests them on canned logs).
 set -uo pipefail
+# run_child, run_child_trap: the child in the background, its log shown as it
+# grows, a signal passed on to it.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/run_child.sh" || exit 2
 
 passed=0
 failed=0
@@ -64,10 +67,8 @@ run_guest() {
     failed_names+=("guest: ${script} is missing or not executable")
     return
   fi
-  # In the background, so that a signal to this script reaches it (on_signal).
   log=$(mktemp)
-  "$script" >"$log" 2>&1 &
-  run_child "$log"
+  run_child "$log" to_stderr "$script"
   rc=$?
   out=$(tail -n 1 "$log")
   rm -f "$log"
@@ -108,34 +109,10 @@ ${text}")
   done < <(failed_target_lines "$log" | awk '{print $1}')
 }
 
-# Waits for the background job just started ($!), which writes to log $1,
-# copying the log to stderr as it grows (only the lines that match $2, if
-# given); returns the job's exit status. While it runs, a signal to this
-# script is passed on to it by pid (on_signal).
-child=0
-run_child() {
-  local log=$1 filter=${2:-} rc
-  child=$!
-  if [[ -n "$filter" ]]; then
-    tail -n +1 -f --pid="$child" "$log" | grep --line-buffered -E "$filter" >&2 &
-  else
-    tail -n +1 -f --pid="$child" "$log" >&2 &
-  fi
-  local copier=$!
-  wait "$child"
-  rc=$?
-  wait "$copier" 2>/dev/null
-  child=0
-  return $rc
-}
-on_signal() {
-  if [[ $child -ne 0 ]]; then
-    kill -TERM "$child" 2>/dev/null
-    wait "$child" 2>/dev/null
-  fi
-  echo "run_tests.sh: interrupted; the run did not finish" >&2
-  exit 130
-}
+# What run_child shows of a child's log: the guest script's output whole,
+# bazel's filtered to its progress, status and error lines; to stderr.
+to_stderr() { cat >&2; }
+bazel_progress() { grep --line-buffered -E '^//|^Executed|ERROR|^FAIL:|^\[[0-9,]+ / [0-9,]+\]' >&2; }
 
 # The summary: each failed test's excerpt, each failure, then the last line,
 # exactly "N passed, N failed". Status 0 iff nothing failed and something
@@ -161,7 +138,7 @@ for arg in "$@"; do
 done
 
 tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
-trap on_signal INT TERM HUP
+run_child_trap "run_tests.sh: interrupted; the run did not finish"
 
 start=$(date +%s)
 
@@ -174,9 +151,9 @@ run_bazel() {  # $1 = label, rest = bazel args
   # user's bazelrc says) and no cached results (every test runs now).
   # Plain output (a user's --color=yes would wrap the status words in escape
   # codes that the counting below does not expect).
-  bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results --color=no --curses=no \
-    "$@" //... >"$log" 2>&1 &
-  run_child "$log" '^//|^Executed|ERROR|^FAIL:|^\[[0-9,]+ / [0-9,]+\]'
+  run_child "$log" bazel_progress \
+    bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results --color=no --curses=no \
+    "$@" //...
   rc=$?
   count_bazel_log "$label" "$log" "$rc"
   excerpt_failed_logs "$label" "$log" "$(bazel info "$@" bazel-testlogs 2>/dev/null)"

@@ -107,36 +107,15 @@ DEADLINE_S=${RDMADS_GUEST_DEADLINE:-1200}
 [[ $DEADLINE_S =~ ^[0-9]+$ && $DEADLINE_S -gt 0 ]] || { echo "run_guest_tests.sh: bad RDMADS_GUEST_DEADLINE" >&2; exit 2; }
 PER_TEST=${RDMADS_GUEST_TEST_TIMEOUT:-300}
 G0=$(date +%s.%N)
-# The rxe_run (or selftest) this script is waiting for, if any: a signal to
-# this script is passed on to it by pid (rxe_run stops its qemus on TERM;
-# started in the background, it would ignore an INT).
-CHILD=0
-forward_signal() {
-  if [ "$CHILD" != 0 ]; then
-    kill -TERM "$CHILD" 2>/dev/null
-    wait "$CHILD" 2>/dev/null
-  fi
-  echo "run_guest_tests.sh: interrupted; the guest tests did not finish" >&2
-  exit 130
-}
-trap forward_signal INT TERM HUP
-# run_child LOG PREFIX CMD...: runs CMD in the background (so that a signal
-# to this script reaches it, by pid: forward_signal) with its output in LOG,
-# shows LOG as it grows with every line prefixed by PREFIX, and returns CMD's
-# exit status.
-run_child() {
-  local log=$1 prefix=$2 rc copier
-  shift 2
-  "$@" >"$log" 2>&1 &
-  CHILD=$!
-  tail -n +1 -f --pid="$CHILD" "$log" | sed -u "s/^/$prefix/" &
-  copier=$!
-  wait "$CHILD"
-  rc=$?
-  wait "$copier" 2>/dev/null
-  CHILD=0
-  return "$rc"
-}
+# run_child, run_child_trap (tools/lib/run_child.sh): rxe_run or the selftest
+# in the background, its log shown as it grows; a signal to this script is
+# passed on to it by pid (rxe_run stops its qemus on TERM; started in the
+# background, it would ignore an INT).
+source "$ROOT/tools/lib/run_child.sh" || exit 2
+run_child_trap "run_guest_tests.sh: interrupted; the guest tests did not finish"
+# What run_child shows: a run's log as it is, or the selftest's indented.
+as_is() { cat; }
+indented() { sed -u 's/^/   /'; }
 GUEST_END=$(( $(date +%s) + DEADLINE_S ))
 OVER=0  # set when the deadline cut or prevented something
 left_s() { echo $(( GUEST_END - $(date +%s) )); }
@@ -204,8 +183,8 @@ run_guest() {  # $1 = single|two, rest = labels
   [ "$mode" = two ] && args+=(--two-guests)
   echo "== $mode-guest boot (${left} s left of the guest deadline): ${EXPECTED[*]}"
   t0=$(date +%s.%N)
-  # rxe_run stops its qemus on the TERM that forward_signal passes on.
-  run_child "$LOG" "" "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}"
+  # rxe_run stops its qemus on the TERM that run_child_trap passes on.
+  run_child "$LOG" as_is "$RXE_RUN" "${args[@]}" -- bash "$EXEC" "${specs[@]}"
   rc=$?
   echo "== $mode-guest run took $(secs_since "$t0") s (rxe_run exit $rc)"
   if [ "$rc" = 124 ]; then
@@ -228,7 +207,7 @@ if [ $SELFTEST = 1 ]; then
   echo "== rxe_run selftest --quick (limit ${st} s)"
   t0=$(date +%s.%N)
   st_log=$(mktemp)
-  run_child "$st_log" "   " timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick
+  run_child "$st_log" indented timeout -k 5 "$st" "$ROOT/tools/rxe_vm/selftest.sh" --quick
   rc=$?
   rm -f "$st_log"
   el=$(secs_since "$t0")
