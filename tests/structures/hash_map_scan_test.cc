@@ -200,13 +200,22 @@ TEST(HashMapScan, QuickHitRejectsWhatAFullScanMustDecide) {
   EXPECT_EQ(L::DecodeValue(found + L::kValueWord), 7u);
   EXPECT_EQ(quiet.loads_of_racy, static_cast<int>(L::kWords));
 
+  // QuickHit, or the whole ScanWindows, over window 0 with slot 3 turning
+  // into `after` after its first load (QuickHit's load of its key word).
+  auto quick = [&](const std::vector<uint64_t>& after, bool check_epoch, bool verify) {
+    RacyWindow r0{w0, 3, before, after};
+    return QuickHit<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), check_epoch, verify, found, &l);
+  };
+  auto scan = [&](const std::vector<uint64_t>& after) {
+    RacyWindow r0{w0, 3, before, after};
+    return ScanWindows<uint64_t>(r0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind;
+  };
+
   // A split moved the key out after QuickHit loaded its key word: the slot is
   // empty at the next epoch now. Not a hit; the full scan says kStale.
-  RacyWindow moved{w0, 3, before, MovedOut(w0.slot(3), 1)};
-  EXPECT_FALSE(QuickHit<uint64_t>(moved, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
-  RacyWindow moved2{w0, 3, before, MovedOut(w0.slot(3), 1)};
-  EXPECT_EQ(ScanWindows<uint64_t>(moved2, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
-            Lookup::kStale);
+  const std::vector<uint64_t> moved = MovedOut(w0.slot(3), 1);
+  EXPECT_FALSE(quick(moved, true, true));
+  EXPECT_EQ(scan(moved), Lookup::kStale);
 
   // The slot was restamped with the key still in it (a split that kept the
   // key): consistent, but of the next epoch. Not a hit for a reader of epoch
@@ -215,29 +224,21 @@ TEST(HashMapScan, QuickHitRejectsWhatAFullScanMustDecide) {
   std::vector<uint64_t> kept(before);
   kept[L::kStateWord] = L::Restamped(before[L::kStateWord], 1, /*occupied=*/true);
   kept[L::kChecksumWord] = L::Checksum(kept.data());
-  RacyWindow k0{w0, 3, before, kept};
-  EXPECT_FALSE(QuickHit<uint64_t>(k0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
-  RacyWindow k1{w0, 3, before, kept};
-  EXPECT_EQ(ScanWindows<uint64_t>(k1, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
-            Lookup::kStale);
-  RacyWindow k2{w0, 3, before, kept};
-  EXPECT_TRUE(QuickHit<uint64_t>(k2, r1, kKey, TwoUnits(), 2, EpochBits(0), /*check_epoch=*/false, true, found, &l));
+  EXPECT_FALSE(quick(kept, true, true));
+  EXPECT_EQ(scan(kept), Lookup::kStale);
+  EXPECT_TRUE(quick(kept, /*check_epoch=*/false, true));
 
   // An overwrite of the key landed torn after the key word: a value word of
   // the new write, the rest old. Not a hit; nor does the full scan say
-  // "absent" (kTorn: read again).
+  // "absent" (kTorn: read again). Without checksums (the test-only mutant)
+  // QuickHit takes it.
   Window later = w0;
   later.Put(3, kKey, 99);
   std::vector<uint64_t> torn(before);
   torn[L::kValueWord] = later.slot(3)[L::kValueWord];
-  RacyWindow t0{w0, 3, before, torn};
-  EXPECT_FALSE(QuickHit<uint64_t>(t0, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found, &l));
-  RacyWindow t1{w0, 3, before, torn};
-  EXPECT_EQ(ScanWindows<uint64_t>(t1, r1, kKey, TwoUnits(), 2, EpochBits(0), true, true, found).kind,
-            Lookup::kTorn);
-  // Without checksums (the test-only mutant) QuickHit takes the torn slot.
-  RacyWindow t2{w0, 3, before, torn};
-  EXPECT_TRUE(QuickHit<uint64_t>(t2, r1, kKey, TwoUnits(), 2, EpochBits(0), true, /*verify=*/false, found, &l));
+  EXPECT_FALSE(quick(torn, true, true));
+  EXPECT_EQ(scan(torn), Lookup::kTorn);
+  EXPECT_TRUE(quick(torn, true, /*verify=*/false));
 }
 
 // An empty slot's key word is 0, so for key 0 every empty slot's key word
