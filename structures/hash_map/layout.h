@@ -439,7 +439,7 @@ inline constexpr size_t ScanSlot(int side, size_t start, size_t j) {
 //
 // `verify` = false skips every checksum (writers under the lock; the
 // test-only mutant; never for readers in production). A state word whose
-// epoch bits are not `epoch` ends the scan with kStale (see ScanWindows).
+// epoch bits are not `epoch` ends the scan with kStale (see ScanWindowsFully).
 // The miss path's check of the other occupied slots (bit i of `others`: slot
 // i): each read again in full, it must match its checksum and not hold `key`
 // (else kTorn: read again), and its state word, like every state word a
@@ -513,7 +513,7 @@ struct GroupFirsts {
   explicit GroupFirsts(const Placement& p) {
     for (int w = 0; w < 2; ++w) {
       at[w][0] = ScanSlot(p.c[w].side, 0, 0);
-      at[w][1] = kSlotsPerGroup - at[w][0];
+      at[w][1] = ScanSlot(p.c[w].side, 0, kSlotsPerGroup);
     }
   }
 };
@@ -549,11 +549,14 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindowsFully(WordAt0&& word0, Wor
   using L = SlotLayout<V>;
   Lookup r;
   uint32_t others[2] = {0, 0};  // per window, bit i: slot i was occupied by another key
-  // One probe of window w's slot i: 0 = go on, 1 = the key (its state word
-  // in `hit_state`), 2 = a state word of another epoch. Only words are
-  // loaded here; a hit's value words are read once, after the loop, so each
-  // of the (unrolled) probes stays a few instructions. A template over the
-  // accessor, so each window's probes compile to straight loads of it.
+  // One probe of window w's slot i: 0 = go on, 1 = the key (its window,
+  // slot and state word in `hit_w`, `hit_i`, `hit_state`), 2 = a state word
+  // of another epoch. Only words are loaded here; a hit's value words are
+  // read once, after the loop, so each of the (unrolled) probes stays a few
+  // instructions. A template over the accessor, so each window's probes
+  // compile to straight loads of it.
+  int hit_w = 0;
+  size_t hit_i = 0;
   uint64_t hit_state = 0;
   auto probe = [&](auto& word, int w, size_t i) ABSL_ATTRIBUTE_ALWAYS_INLINE -> int {
     const uint64_t state = word(i, L::kStateWord);
@@ -563,24 +566,18 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindowsFully(WordAt0&& word0, Wor
       others[w] |= uint32_t{1} << i;
       return 0;
     }
+    hit_w = w;
+    hit_i = i;
     hit_state = state;
     return 1;
   };
   const GroupFirsts g(p);
   int outcome = 0;
-  int hit_w = 0;
-  size_t hit_i = 0;
   for (size_t group = 0; group < 2 && outcome == 0; ++group) {  // 0: main groups, 1: overflow groups
     for (size_t j = 0; j < kSlotsPerGroup; ++j) {
       const size_t off = (p.start + j) % kSlotsPerGroup;
-      hit_i = g.at[0][group] + off;
-      if ((outcome = probe(word0, 0, hit_i)) != 0) break;
-      if (windows > 1) {
-        hit_i = g.at[1][group] + off;
-        hit_w = 1;
-        if ((outcome = probe(word1, 1, hit_i)) != 0) break;
-        hit_w = 0;
-      }
+      if ((outcome = probe(word0, 0, g.at[0][group] + off)) != 0) break;
+      if (windows > 1 && (outcome = probe(word1, 1, g.at[1][group] + off)) != 0) break;
     }
   }
   if (outcome == 2) {
