@@ -109,6 +109,9 @@ ${text}")
   done < <(failed_target_lines "$log" | awk '{print $1}')
 }
 
+# A signal ends the run as interrupted (run_child_trap), never with a summary.
+trap_interrupts() { run_child_trap "run_tests.sh: interrupted; the run did not finish"; }
+
 # What run_child shows of a child's log: the guest script's output whole,
 # bazel's filtered to its progress, status and error lines; to stderr.
 to_stderr() { cat >&2; }
@@ -138,7 +141,7 @@ for arg in "$@"; do
 done
 
 tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
-run_child_trap "run_tests.sh: interrupted; the run did not finish"
+trap_interrupts
 
 start=$(date +%s)
 

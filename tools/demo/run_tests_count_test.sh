@@ -122,7 +122,7 @@ check "guest script not executable" "3 passed, 1 failed" 1 \
 # the run ends as interrupted, never with a summary.
 printf '#!/bin/sh\necho $$ >"%s/slow.pid"\nexec sleep 30\n' "$tmp" >"$tmp/guest_slow.sh"
 chmod +x "$tmp/guest_slow.sh"
-bash -c "source '$script'; run_child_trap 'run_tests.sh: interrupted'; run_guest '$tmp/guest_slow.sh'; print_summary" \
+bash -c "source '$script'; trap_interrupts; run_guest '$tmp/guest_slow.sh'; print_summary" \
   >"$tmp/sig.out" 2>&1 &
 runner=$!
 for _ in $(seq 1 100); do [[ -s "$tmp/slow.pid" ]] && break; sleep 0.1; done
