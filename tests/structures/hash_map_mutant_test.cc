@@ -172,12 +172,16 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   c.hot_keys = 0;
   // Every slot copy of a read (two windows: 32 slots) waits for a put, so a
   // read takes 32 writers' rounds, and a reader needs 64 torn reads in a row
-  // (about 0.2 s) while the writers still write. The think time makes a
-  // writer's ops_per_worker last longer than the run (20,000 x 200 us = 4 s
-  // > 3 s), so the writers write until the deadline however fast the
-  // machine; with 50 us they ran out of operations after about a second,
-  // and a reader starved on a loaded machine (CI, ASan) then met no tearing
-  // at all (40 reads, 46 torn, none locked).
+  // (about 0.2 s on a quiet machine) while the writers still write. The run
+  // ends at the reader's first read under the lock, and otherwise at a
+  // deadline far beyond it: on a loaded machine (CI45's successor, another
+  // test alongside) the writers wrote about 9 times slower, and a 3 s run
+  // gave the reader 51 torn reads and no locked one. The think time makes a
+  // writer's ops_per_worker outlast the deadline (100,000 x 200 us = 20 s),
+  // so the writers write as long as the run lasts; with 50 us they ran out
+  // of operations after about a second, and a reader starved on a loaded
+  // machine (CI, ASan) then met no tearing at all (40 reads, 46 torn, none
+  // locked).
   const auto think = std::chrono::microseconds(200);
   c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
                {0, Path::kAuto, StressWorker::kWriter, think},
@@ -185,8 +189,9 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   c.slow_copy_node = 0;
   c.slow_copy = std::chrono::milliseconds(5);  // at most; under the lock no write comes
   c.slow_copy_until_write = true;
-  c.ops_per_worker = 20000;  // writers keep going for the whole duration
-  c.duration = std::chrono::milliseconds(3000);
+  c.ops_per_worker = 100000;  // writers keep going for the whole run
+  c.duration = std::chrono::milliseconds(20000);
+  c.end_at_first_locked_read = true;
   StressResult r = RunStress<HashMapPolicy>(c);
   EXPECT_EQ(r.errors, 0u) << r.first_error;
   std::printf("%zu ops, %llu torn reads, %llu reads under the lock\n", r.history.size(),

@@ -121,6 +121,9 @@ class StressCrew {
     std::lock_guard<std::mutex> l(mu_);
     if (first_error_.empty()) first_error_ = s.ToString();
   }
+  // Ends every worker after its current operation without an error (a run
+  // that has already shown what it was for).
+  void EndRun() { bounds_.Stop(); }
   uint64_t errors() const { return errors_.load(); }
   std::string first_error() const {
     std::lock_guard<std::mutex> l(mu_);
