@@ -174,7 +174,7 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   // read takes 32 writers' rounds, and a reader needs 64 torn reads in a row
   // (about 0.2 s on a quiet machine) while the writers still write. The run
   // ends at the reader's first read under the lock, and otherwise at a
-  // deadline far beyond it: on a loaded machine (CI45's successor, another
+  // deadline far beyond it: on a loaded machine (CI run 46, another
   // test alongside) the writers wrote about 9 times slower, and a 3 s run
   // gave the reader 51 torn reads and no locked one. The think time makes a
   // writer's ops_per_worker outlast the deadline (100,000 x 200 us = 20 s),
