@@ -71,11 +71,7 @@ class HashMapClient {
     // This node's part, in place: what every native operation starts from.
     Route r;
     if (c_.RouteTo(c_.node().id(), Path::kNative, &r).ok()) {
-      local_units_ = &rdma::RemoteRef<Unit>::At(r.base).Local(c_.node().id());
-      local_dir_ = reinterpret_cast<hash_map_internal::DirectoryHeader*>(reinterpret_cast<char*>(local_units_) +
-                                                                         g_.pool_units() * kUnitBytes);
-      local_entries_ =
-          reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(local_dir_) + hash_map_internal::kDirEntriesOffset);
+      local_.emplace(&rdma::RemoteRef<Unit>::At(r.base).Local(c_.node().id()), g_);
     }
   }
   HashMapClient(const HashMapClient&) = delete;
@@ -268,8 +264,7 @@ class HashMapClient {
     RETURN_IF_ERROR(c_.RouteTo(op->p.node, path, &op->route));
     uint64_t e = 0;  // set on both branches; initialized for -Wmaybe-uninitialized
     if (op->route.native()) {
-      RETURN_IF_ERROR(hash_map_internal::NativeDirLookup(*LocalDir(), LocalEntries(), g_.max_depth,
-                                                         op->p.dir, &e));
+      RETURN_IF_ERROR(local_->DirLookup(op->p.dir, &e));
     } else {
       e = dirs_[op->route.home].Lookup(op->p.dir);
     }
@@ -304,9 +299,7 @@ class HashMapClient {
 
   // This node's part in place (a native route's home is this node; its part
   // does not move while the client lives).
-  Unit* LocalUnits() const { return local_units_; }
-  hash_map_internal::DirectoryHeader* LocalDir() const { return local_dir_; }
-  rdma::PlainWord* LocalEntries() const { return local_entries_; }
+  Unit* LocalUnits() const { return local_->units(); }
   rdma::RemotePtr DirLock(const Op& op) const { return op.route.base + g_.pool_units() * kUnitBytes; }
   rdma::RemotePtr UnitLock(const Op& op, size_t unit) const {
     return hash_map_internal::UnitPtr<V>(op.route.base, unit);  // the lock is the unit's first line
@@ -315,10 +308,7 @@ class HashMapClient {
   // Runs `f` with the accessor for `op`'s path: the one native/NIC branch.
   template <typename F>
   absl::Status WithAccessor(const Op& op, F&& f) {
-    if (op.route.native()) {
-      hash_map_internal::NativeUnits<V> units(LocalUnits(), g_);
-      return f(units);
-    }
+    if (op.route.native()) return f(*local_);
     hash_map_internal::RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data(), g_,
                                             &dirs_[op.route.home]);
     return f(units);
@@ -670,11 +660,9 @@ class HashMapClient {
   StructureClient c_;
   const hash_map_internal::Geometry g_;
   std::vector<hash_map_internal::DirectoryCopy> dirs_;  // per node: the NIC paths' directory copy
-  // This node's part in place, when it has one (null otherwise; RouteTo then
-  // never takes the native path).
-  Unit* local_units_ = nullptr;
-  hash_map_internal::DirectoryHeader* local_dir_ = nullptr;
-  rdma::PlainWord* local_entries_ = nullptr;
+  // The native accessor of this node's part, when it has one (empty
+  // otherwise; RouteTo then never takes the native path).
+  std::optional<hash_map_internal::NativeUnits<V>> local_;
   GrowthStats growth_;
   // Private copies of the last windows and unit read.
   std::array<std::array<uint64_t, L::kWindowWords>, 2> win_{};

@@ -164,6 +164,8 @@ class NativeUnits {
         dir_(reinterpret_cast<DirectoryHeader*>(reinterpret_cast<char*>(units) + g.pool_units() * L::kUnitBytes)),
         entries_(reinterpret_cast<rdma::PlainWord*>(reinterpret_cast<char*>(dir_) + kDirEntriesOffset)) {}
 
+  // The part's first unit.
+  Unit<V>* units() const { return units_; }
   // The directory entry for `dir` (NativeDirLookup: always the current one).
   absl::Status DirLookup(uint64_t dir, uint64_t* entry) {
     return NativeDirLookup(*dir_, entries_, g_.max_depth, dir, entry);
