@@ -1,68 +1,34 @@
 #ifndef RDMA_VERBS_VERBS_DEVICE_H_
 #define RDMA_VERBS_VERBS_DEVICE_H_
 
-// The rdma-core (libibverbs) implementation of rdma/device.h.
+// The rdma-core (libibverbs) implementation of rdma/device.h (docs/design.md §5).
 //
-// Objects and their verbs counterparts:
-//   VerbsDevice        ibv_context + ibv_pd (one per OpenDevice: every node
-//                      opens the physical device again, so several nodes in
-//                      one process are separate contexts whose RC QPs meet
-//                      through the device's loopback)
-//   MemoryRegion       ibv_mr, registered with exactly the requested access
-//   CompletionQueue    ibv_cq + its own ibv_comp_channel (for PollMode::kNotify)
-//   QueuePair          RC ibv_qp, sq_sig_all = 0, send CQ = recv CQ
+//   VerbsDevice      ibv_context + ibv_pd, one per OpenDevice (nodes in one
+//                    process are separate contexts meeting through loopback)
+//   MemoryRegion     ibv_mr with exactly the requested access
+//   CompletionQueue  ibv_cq + its own ibv_comp_channel (PollMode::kNotify)
+//   QueuePair        RC ibv_qp, sq_sig_all = 0, send CQ = recv CQ
 //
-// Connection bootstrap. QPs are connected by an out-of-band exchange of
-// rdma::QpEndpoint (QP number, PSN, GID, LID) done above this layer by an
-// rdma::Connector: in-process a direct call (rdma::Cluster), across processes
-// a small TCP request/response (rdma/verbs/tcp_connector.h). QueuePair::Connect
-// then walks the QP RESET -> INIT -> RTR -> RTS itself with ibv_modify_qp. We
-// do not use rdma_cm because (1) the transport interface is backend-neutral and
-// the soft backend has no rdma_cm, so the exchange must live above the backend
-// anyway; (2) rdma_cm binds a QP to an rdma_cm_id and an IP route, which does
-// not fit loopback QPs between several contexts in one process nor Reset() +
-// Connect() of the same QP to a new peer; (3) its event channel would add a
-// hidden thread or blocking calls, while the explicit exchange is a few dozen
-// bytes we fully control (timeouts, error messages) and works unchanged on
-// RoCE (GID) and InfiniBand (LID). librdmacm stays linked for tools only.
+// Example (normally through rdma::OpenFabric and rdma::Node):
+//   auto port = SelectPort(options);                 // device, port, GID
+//   auto dev = VerbsDevice::Open(node, *port, inline_limit);
 //
-// Hot path (Post, Poll, busy Wait): no allocation, no locks. Each QP
-// preallocates its ibv_send_wr/ibv_sge arrays (sized max_send_wr) and a ring
-// of send slots on its first Post; a chain becomes one linked ibv_send_wr list
-// and one ibv_post_send (one doorbell). IBV_SEND_SIGNALED only where
-// WorkRequest::signaled, IBV_SEND_INLINE where inline_data, IBV_SEND_FENCE
-// where fence.
-//
-// Completions. The verbs wr_id of every posted WR is an internal tag (QP slot
-// in the CQ's table, a generation, a sequence number). Polling turns it back
-// into the caller's wr_id, the opcode (verbs leaves wc.opcode undefined for
-// error completions) and the byte count, and frees the send-queue slots of
-// every earlier WR of that QP (so Post can report ResourceExhausted exactly
-// like the soft NIC). Completions left in a CQ by a QP that was destroyed are
-// dropped; those of a QP that was Reset are still delivered (as flushes).
-//
-// QP state. Post refuses (FailedPrecondition, posting nothing) when the QP is
-// in RESET or when an error completion of it has been polled; verbs itself
-// would accept the post and flush it. If nobody has polled the error yet the
-// post is accepted and the WRs complete as kFlushed. state() asks the device
-// (ibv_query_qp), so it also sees an error nobody polled.
-//
-// Post also refuses (InvalidArgument, nothing posted) an atomic that is not 8
-// bytes at an 8-byte aligned remote address (rxe would fail ibv_post_send,
-// mlx5 would complete it with an error), inline data on anything but a WRITE
-// or beyond the QP's max_inline_data, and a chain longer than the free
-// send-queue slots (ResourceExhausted).
-//
-// Dead peers. QPs use an ACK timeout of ~1.07 s and 7 retries, so an RNIC
-// reports kRetryExceeded about 8.6 s after its peer vanished (inside the
-// Session's default 10 s completion timeout). Soft-RoCE on Linux
-// 6.1 (the rxe_run guest kernel) never reports it: the WR simply stays
-// outstanding, and the caller's own completion timeout (SessionOptions::
-// completion_timeout) is what fires. Reset() flushes such a WR either way.
-//
-// Thread safety: Post, Connect and Reset of one QP by one thread at a time;
-// Poll/Wait of one CQ may run on another thread (one waiter per CQ in
-// kNotify mode). Destroy QPs before their CQ, and everything before the device.
+// Contract:
+//  * QPs are connected by an out-of-band QpEndpoint exchange (an
+//    rdma::Connector); Connect walks RESET -> INIT -> RTR -> RTS itself.
+//  * Post, Poll and busy Wait allocate nothing and take no lock; a chain is one
+//    ibv_post_send. Signaled, inline and fenced only where the WR says so.
+//  * Post refuses, posting nothing: a QP in RESET or whose error completion was
+//    polled (FailedPrecondition); an atomic that is not 8 bytes at an aligned
+//    address, or bad inline data (InvalidArgument); a chain longer than the
+//    free send-queue slots (ResourceExhausted), as the soft NIC does.
+//  * Completions carry the caller's wr_id, opcode and byte count; a destroyed
+//    QP's leftovers are dropped, a Reset QP's are delivered as flushes.
+//  * A dead peer is reported as kRetryExceeded after ~8.6 s on an RNIC; rxe
+//    never reports it, and the Session's completion timeout fires instead.
+//  * Thread safety: Post, Connect and Reset of one QP from one thread at a
+//    time; Poll/Wait of a CQ may run on another (one waiter per CQ in kNotify).
+//    Destroy QPs before their CQ, and everything before the device.
 
 #include <infiniband/verbs.h>
 
@@ -90,8 +56,6 @@ struct PortInfo {
   uint16_t lid = 0;
   ibv_mtu active_mtu = IBV_MTU_1024;
 };
-
-class VerbsCompletionQueue;
 
 class VerbsDevice final : public Device {
  public:
