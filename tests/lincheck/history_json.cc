@@ -7,33 +7,44 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tests/lincheck/json.h"
+#include "nlohmann/json.hpp"
 
 namespace lincheck {
 namespace {
 
+// ordered_json keeps members in input order, so a line with several faults
+// reports the first one, and written lines keep the documented member order.
+using Json = nlohmann::ordered_json;
+
 constexpr absl::string_view kFormat = "lincheck-history";
 constexpr int64_t kVersion = 1;
 
-void AppendValues(const Values& values, std::string& out) {
-  absl::StrAppend(&out, "[", absl::StrJoin(values, ","), "]");
+// nlohmann's type name, except that integers are "integer" (its "number"
+// covers both, and the schema only accepts integers).
+std::string KindName(const Json& value) {
+  return value.is_number_integer() ? "integer" : value.type_name();
 }
 
 absl::Status FieldError(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" ", what));
 }
 
-absl::StatusOr<int64_t> GetInt(const JsonValue& value, absl::string_view field) {
-  if (value.kind != JsonValue::Kind::kInt) {
-    return FieldError(field, absl::StrCat("must be an integer, not ",
-                                          JsonKindName(value.kind)));
+// An int64 member. nlohmann stores non-negative integers as uint64, so those
+// above INT64_MAX arrive here and are out of range.
+absl::StatusOr<int64_t> GetInt(const Json& value, absl::string_view field) {
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return FieldError(field, "is out of range");
+    }
+    return static_cast<int64_t>(v);
   }
-  return value.int_value;
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return FieldError(field, absl::StrCat("must be an integer, not ", KindName(value)));
 }
 
-absl::StatusOr<int> GetSmallInt(const JsonValue& value, absl::string_view field) {
+absl::StatusOr<int> GetSmallInt(const Json& value, absl::string_view field) {
   absl::StatusOr<int64_t> v = GetInt(value, field);
   if (!v.ok()) return v.status();
   if (*v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max()) {
@@ -42,40 +53,40 @@ absl::StatusOr<int> GetSmallInt(const JsonValue& value, absl::string_view field)
   return static_cast<int>(*v);
 }
 
-absl::Status GetValues(const JsonValue& value, absl::string_view field, Values& out) {
-  if (value.kind == JsonValue::Kind::kNull) return absl::OkStatus();
-  if (value.kind != JsonValue::Kind::kArray) {
+absl::Status GetValues(const Json& value, absl::string_view field, Values& out) {
+  if (value.is_null()) return absl::OkStatus();
+  if (!value.is_array()) {
     return FieldError(field, absl::StrCat("must be an array of integers, not ",
-                                          JsonKindName(value.kind)));
+                                          KindName(value)));
   }
-  for (const JsonValue& item : value.array) {
-    if (item.kind != JsonValue::Kind::kInt) {
-      return FieldError(field, "must hold only integers");
-    }
-    out.push_back(item.int_value);
+  for (const Json& item : value) {
+    if (!item.is_number_integer()) return FieldError(field, "must hold only integers");
+    absl::StatusOr<int64_t> v = GetInt(item, field);
+    if (!v.ok()) return v.status();
+    out.push_back(*v);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseOperation(const JsonValue& line, Operation& op) {
+absl::Status ParseOperation(const Json& line, Operation& op) {
   bool has_op = false, has_invoke = false;
-  for (const auto& [name, value] : line.object) {
+  for (const auto& [name, value] : line.items()) {
     if (name == "thread" || name == "node") {
       absl::StatusOr<int> v = GetSmallInt(value, name);
       if (!v.ok()) return v.status();
       (name == "thread" ? op.thread : op.node) = *v;
     } else if (name == "path") {
       std::optional<Path> path;
-      if (value.kind == JsonValue::Kind::kString) path = ParsePath(value.string_value);
+      if (value.is_string()) path = ParsePath(value.get_ref<const std::string&>());
       if (!path) {
         return FieldError(name, "must be \"native\", \"loopback\" or \"remote\"");
       }
       op.path = *path;
     } else if (name == "op") {
-      if (value.kind != JsonValue::Kind::kString || value.string_value.empty()) {
+      if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
         return FieldError(name, "must be a non-empty string");
       }
-      op.op = value.string_value;
+      op.op = value.get<std::string>();
       has_op = true;
     } else if (name == "args") {
       op.args.clear();
@@ -89,7 +100,7 @@ absl::Status ParseOperation(const JsonValue& line, Operation& op) {
       op.invoke_ns = *v;
       has_invoke = true;
     } else if (name == "response_ns") {
-      if (value.kind == JsonValue::Kind::kNull) {
+      if (value.is_null()) {
         op.response_ns = kPendingNs;
         continue;
       }
@@ -114,25 +125,61 @@ absl::Status ParseOperation(const JsonValue& line, Operation& op) {
   return absl::OkStatus();
 }
 
-absl::Status ParseHeader(const JsonValue& line, JsonHistory& out) {
-  const JsonValue* format = line.Find("format");
-  if (format->kind != JsonValue::Kind::kString || format->string_value != kFormat) {
+absl::Status ParseHeader(const Json& line, JsonHistory& out) {
+  const Json& format = *line.find("format");
+  if (!format.is_string() || format.get_ref<const std::string&>() != kFormat) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"format\" must be \"", kFormat, "\""));
   }
-  if (const JsonValue* version = line.Find("version")) {
-    if (version->kind != JsonValue::Kind::kInt || version->int_value != kVersion) {
+  if (auto version = line.find("version"); version != line.end()) {
+    if (!version->is_number_integer() || *version != kVersion) {
       return absl::InvalidArgumentError(
           absl::StrCat("unsupported \"version\" (this reader knows ", kVersion, ")"));
     }
   }
-  if (const JsonValue* model = line.Find("model")) {
-    if (model->kind != JsonValue::Kind::kString) {
-      return FieldError("model", "must be a string");
-    }
-    out.model = model->string_value;
+  if (auto model = line.find("model"); model != line.end()) {
+    if (!model->is_string()) return FieldError("model", "must be a string");
+    out.model = model->get<std::string>();
   }
   return absl::OkStatus();
+}
+
+// "column N: <what>" from nlohmann's "[json.exception.parse_error.101] parse
+// error at line 1, column N: <what>". N counts bytes from 1 and is where the
+// parser stopped: the end of the offending token.
+absl::Status SyntaxError(const nlohmann::json::parse_error& e) {
+  absl::string_view what = e.what();
+  if (size_t at = what.find("column "); at != absl::string_view::npos) {
+    if (size_t colon = what.find(": ", at); colon != absl::string_view::npos) {
+      what.remove_prefix(colon + 2);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("column ", e.byte, ": ", what));
+}
+
+// One line as a JSON value. nlohmann reports syntax errors by exception; they
+// stop here and leave as a Status.
+absl::StatusOr<Json> ParseLine(absl::string_view line) {
+  try {
+    return Json::parse(line.begin(), line.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    return SyntaxError(e);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+}
+
+// One compact line. Invalid UTF-8 in a string is written as U+FFFD rather than
+// throwing, so every line written is one the reader accepts.
+void AppendLine(const Json& line, std::string& out) {
+  out += line.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  out += '\n';
+}
+
+Json ValuesJson(const Values& values) {
+  Json array = Json::array();
+  for (int64_t v : values) array.push_back(v);
+  return array;
 }
 
 }  // namespace
@@ -141,26 +188,23 @@ std::string ToJsonLines(const History& history, absl::string_view model) {
   std::string out;
   out.reserve(160 * history.size() + 80);
   if (!model.empty()) {
-    absl::StrAppend(&out, "{\"format\":\"", kFormat, "\",\"version\":", kVersion,
-                    ",\"model\":");
-    AppendJsonString(model, out);
-    out += "}\n";
+    Json header;
+    header["format"] = std::string(kFormat);
+    header["version"] = kVersion;
+    header["model"] = std::string(model);
+    AppendLine(header, out);
   }
   for (const Operation& op : history) {
-    absl::StrAppend(&out, "{\"thread\":", op.thread, ",\"node\":", op.node,
-                    ",\"path\":\"", PathName(op.path), "\",\"op\":");
-    AppendJsonString(op.op, out);
-    out += ",\"args\":";
-    AppendValues(op.args, out);
-    out += ",\"result\":";
-    AppendValues(op.result, out);
-    absl::StrAppend(&out, ",\"invoke_ns\":", op.invoke_ns, ",\"response_ns\":");
-    if (op.pending()) {
-      out += "null";
-    } else {
-      absl::StrAppend(&out, op.response_ns);
-    }
-    out += "}\n";
+    Json line;
+    line["thread"] = op.thread;
+    line["node"] = op.node;
+    line["path"] = PathName(op.path);
+    line["op"] = op.op;
+    line["args"] = ValuesJson(op.args);
+    line["result"] = ValuesJson(op.result);
+    line["invoke_ns"] = op.invoke_ns;
+    line["response_ns"] = op.pending() ? Json(nullptr) : Json(op.response_ns);
+    AppendLine(line, out);
   }
   return out;
 }
@@ -176,12 +220,12 @@ absl::StatusOr<JsonHistory> FromJsonLines(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("line ", line_number, ": ", status.message()));
     };
-    absl::StatusOr<JsonValue> value = ParseJson(line);
+    absl::StatusOr<Json> value = ParseLine(line);
     if (!value.ok()) return fail(value.status());
-    if (value->kind != JsonValue::Kind::kObject) {
+    if (!value->is_object()) {
       return fail(absl::InvalidArgumentError("expected a JSON object"));
     }
-    if (value->Find("format") != nullptr) {
+    if (value->contains("format")) {
       if (seen_operation || seen_header) {
         return fail(absl::InvalidArgumentError(
             "a header line may only come first"));

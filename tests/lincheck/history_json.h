@@ -10,6 +10,8 @@
 //    "result":[0,0],"invoke_ns":1200,"response_ns":1850}           one per operation
 //
 // A pending operation has "response_ns":null (or omits it) and no result.
+//
+// Lines are read and written with nlohmann-json (Debian nlohmann-json3-dev).
 
 #include <string>
 
@@ -30,9 +32,12 @@ struct JsonHistory {
 std::string ToJsonLines(const History& history, absl::string_view model = "");
 
 // Inverse of ToJsonLines. Blank lines are skipped. Errors are InvalidArgument
-// and name the line, e.g. "line 3: column 17: expected ':'" or
-// "line 4: missing \"op\"". Operation lines may not carry unknown members;
-// header lines may (for metadata such as a seed or test name).
+// (never an exception) and name the line: for malformed JSON also the byte
+// column where parsing stopped and the parser's reason, e.g.
+// "line 3: column 17: syntax error while parsing object separator - ...;
+// expected ':'"; for schema faults the member, e.g. "line 4: missing \"op\"".
+// Operation lines may not carry unknown members; header lines may (for
+// metadata such as a seed or test name).
 absl::StatusOr<JsonHistory> FromJsonLines(absl::string_view text);
 
 // File forms; `path` "-" means stdin for reading.

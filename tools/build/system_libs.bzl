@@ -33,6 +33,7 @@ _LIBS = {
     "benchmark_main": ([], ["-lbenchmark_main", "-lbenchmark"], "benchmark/benchmark.h", "libbenchmark-dev"),
     "boost_program_options": ([], ["-lboost_program_options"], "boost/program_options.hpp", "libboost-program-options-dev"),
     "boost_lockfree": ([], [], "boost/lockfree/queue.hpp", "libboost-dev"),
+    "nlohmann_json": ([], [], "nlohmann/json.hpp", "nlohmann-json3-dev"),
 }
 
 def _system_libs_impl(rctx):
