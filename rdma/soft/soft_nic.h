@@ -2,24 +2,27 @@
 #define RDMA_SOFT_SOFT_NIC_H_
 
 // The in-process software RNIC: a faithful test double for a verbs device
-// (docs/design.md §6). Several nodes live in one process, each with its own SoftDevice;
-// all devices opened from one SoftFabric share a simulated network.
+// (docs/design.md §6.1). Each node has its own SoftDevice; all devices opened
+// from one SoftFabric share a simulated network.
 //
-// Faithfulness contract:
-//  * WRs execute asynchronously, strictly in order per QP, on a NIC engine
-//    thread per device. A thread polling its CQ may lend its CPU to that
-//    engine (it executes pending WRs of its own QPs first); this changes who
-//    runs the NIC, never what it does or in which order.
+//   SoftFabric fabric;                         // or rdma::OpenFabric(soft)
+//   auto dev = fabric.OpenDevice(/*node=*/0);  // one NIC engine thread each
+//   AsSoftDevice(**dev)->faults().FailNthOperation(3);  // tests only
+//
+// Contract:
+//  * WRs execute asynchronously, strictly in order per QP, on the device's
+//    engine thread; a thread polling its CQ may run its own QPs' pending WRs
+//    (who runs the NIC changes, never what it does or in which order).
 //  * rkey/lkey, bounds and access flags are checked; a violation completes
 //    with an error, moves the QP to the error state and flushes later WRs.
 //  * NIC atomics serialize only among NIC atomics on the target device (a
 //    striped NIC-side lock around read-compute-write); they are NOT atomic
-//    with CPU atomics on the same word.
-//  * READ/WRITE move memory 8 bytes at a time (single-copy atomic per aligned
-//    word, like PCIe), so multi-word transfers can tear. Opt-in
-//    SoftDeviceOptions::byte_granular_copies drops the per-word atomicity to
-//    emulate Soft-RoCE (rxe).
+//    with CPU atomics on the same word (docs/design.md §3).
+//  * READ/WRITE move each aligned 8-byte word with one atomic access, so
+//    multi-word transfers can tear; byte_granular_copies emulates rxe.
 //  * Fences are honoured trivially: execution per QP is already sequential.
+//  * Thread safety: as rdma/device.h. All locks are std::mutex, which TSan
+//    sees (Debian's Abseil is not TSan-instrumented).
 
 #include <atomic>
 #include <chrono>
@@ -42,9 +45,6 @@ class SoftDevice;
 class SoftCompletionQueue;
 struct QpCore;
 
-// All locks here are std::mutex, which TSan sees (Debian's Abseil is not
-// TSan-instrumented, so absl::Mutex would hide real happens-before edges).
-
 // Shared by all devices of one fabric: QP numbers and device liveness.
 class SoftNetwork {
  public:
@@ -63,31 +63,16 @@ struct SoftDeviceOptions {
   // false: the device reports atomic_scope kNone (like ibv_query_device's
   // atomic_cap IBV_ATOMIC_NONE) and rejects atomic WRs at post.
   bool atomics = true;
-  // Emulates Soft-RoCE (rxe), which places READ and WRITE payloads with a
-  // kernel memcpy that can run a byte at a time (tests/verbs/README.md, "rxe
-  // torn WRITE"). When true, this device, as the responder, copies every READ
-  // and WRITE payload one byte at a time, in ascending address order, each
-  // byte one atomic 1-byte access (release store into target memory for a
-  // WRITE, acquire load from it for a READ; atomic so the race with CPU
-  // accesses stays defined and TSan-clean). Contract in this mode:
-  //  * An aligned 8-byte word is NOT single-copy atomic against CPU loads and
-  //    stores: a CPU load racing a WRITE can see some bytes new and the rest
-  //    old, and a READ racing a CPU store can return such a mix. This breaks
-  //    docs/design.md §3's word atomicity on purpose; code must tolerate it to be
-  //    correct on rxe.
-  //  * Each byte is still never torn, and the bytes of one transfer land in
-  //    ascending address order (as x86 memcpy does; code must not rely on
-  //    it), or descending with byte_copies_descending, an adversarial order
-  //    no known NIC uses, to probe code that silently relies on ascending.
-  //  * NIC atomics (CAS, fetch-and-add) are unchanged: 8-byte atomic among
-  //    NIC atomics of this device.
-  //  * The copy hook (FaultInjector::SetCopyHook) fires after every byte, with
-  //    the byte's index in the transfer, instead of after every word, so a
-  //    test can stop a WRITE between the bytes of one word.
-  // Default false: aligned words are single-copy atomic (docs/design.md §3).
+  // Emulates Soft-RoCE (rxe), whose memcpy can place a payload a byte at a
+  // time (docs/design.md §3, §6.2): this device, as the responder, copies
+  // every READ and WRITE payload one atomic byte at a time in ascending
+  // address order, so an aligned word is NOT single-copy atomic against CPU
+  // accesses. NIC atomics stay whole. The copy hook fires after every byte
+  // (with its index in the transfer) instead of every word. Default false:
+  // aligned words are single-copy atomic.
   bool byte_granular_copies = false;
   // With byte_granular_copies: copy each transfer from its last byte to its
-  // first (the hook still gets each byte's offset in the transfer).
+  // first, an order no known NIC uses, to probe code that relies on ascending.
   bool byte_copies_descending = false;
 };
 
