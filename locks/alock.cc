@@ -2,8 +2,8 @@
 
 #include "locks/alock_impl.h"
 
-namespace locks {
+namespace locks::lock_internal {
 
-template class BasicALockClient<lock_internal::ALockPolicy>;
+template class BasicALockClient<ALockPolicy>;
 
-}  // namespace locks
+}  // namespace locks::lock_internal

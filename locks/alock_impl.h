@@ -1,34 +1,24 @@
 #ifndef LOCKS_ALOCK_IMPL_H_
 #define LOCKS_ALOCK_IMPL_H_
 
-// The ALock algorithm (see locks/alock.h for the contract). Templated over a
-// policy only so that a test-only mutant can be instantiated beside the real
-// lock (tests/locks/alock_mutant.cc); locks/alock.cc instantiates the real one.
+// ALock's algorithm: the member definitions of lock_internal::BasicALockClient
+// (locks/alock_client_internal.h), and the native side's Peterson half, which
+// NativeGate shares. Internal; the contract is in locks/alock.h, the
+// algorithm and its arguments in docs/design.md §4.
 //
-// Domains of every word touched here:
-//   r_tail  NicWord   RMW: RDMA CAS (remote + loopback threads). CPU: load only.
-//   l_tail  CpuWord   RMW: CPU exchange/CAS (native threads). NIC: READ only.
-//   victim  PlainWord CPU store / RDMA WRITE, CPU load / RDMA READ.
-//   budgets PlainWord written once before publication.
-//   descriptor.budget/next  PlainWord: CPU store or RDMA WRITE; owner CPU-loads.
+// Which domain touches each word (docs/design.md §3):
+//   r_tail   NicWord    RMW: RDMA CAS (remote + loopback threads). CPU: load only.
+//   l_tail   CpuWord    RMW: CPU exchange/CAS (native threads). NIC: READ only.
+//   victim   PlainWord  CPU store / RDMA WRITE; CPU load / RDMA READ.
+//   budgets  PlainWord  written once before publication.
+//   descriptor budget/next  PlainWord: CPU store or RDMA WRITE; the owner loads.
 //
-// Peterson needs store->load ordering between "raise my flag" (swap my tail),
-// "victim = me" and "read the other flag". Locally: seq_cst exchange, seq_cst
-// store and a full fence. Remotely: the chains {CAS r_tail, READ line} and
-// {WRITE victim, READ line} each run on one RC QP, whose responder executes
-// requests in PSN order: the READ executes after the CAS / the WRITE at the
-// lock's node, so it observes them (IBA ordering rules: only a later SEND or
-// WRITE may pass an earlier READ/atomic at the responder; a later READ never
-// passes an earlier atomic or WRITE. The soft NIC executes a QP's WRs one by
-// one with a mutex acquire between them, a full barrier on x86).
-//
-// No IBV_SEND_FENCE on the READ: a fence only adds "wait for the CAS's
-// response at the requester", which the ordering above does not need, and on
-// Soft-RoCE it is a deadlock: rxe (Linux 5.19+, at least up to the 6.1 guest
-// kernel) keeps a fenced READ/atomic waiting until every READ/atomic credit
-// is back, and a retransmitted fenced READ still holds its own credit, so
-// after a (spurious, under emulation) retransmission timeout it waits for
-// itself forever. Evidence and repro: tests/verbs/README.md, "rxe fence".
+// Peterson needs "raise my flag (swap my tail); victim = me; read the other
+// flag" in that order. Natively: a seq_cst exchange, a seq_cst store and a
+// full fence. Over the NIC: the chains {CAS r_tail, READ line} and {WRITE
+// victim, READ line}, each on one RC QP, whose responder executes requests in
+// order (docs/design.md §5), so the READ sees the CAS or WRITE. No
+// IBV_SEND_FENCE: the order needs none, and a fenced READ can hang rxe (§6).
 
 #include <algorithm>
 #include <atomic>
@@ -40,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
 #include "locks/internal.h"
+#include "rdma/remote_ref.h"
 #include "rdma/rmw_word.h"
 #include "rdma/session.h"
 
@@ -90,6 +81,8 @@ absl::Status PetersonAsNative(ALockWord& w, rdma::RemotePtr lock, const ClientOp
   return result;
 }
 }  // namespace alock_internal
+
+namespace lock_internal {
 
 template <typename P>
 BasicALockClient<P>::BasicALockClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options,
@@ -245,6 +238,55 @@ absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, si
   }
 }
 
+// ------------------------------------------------------------ both cohorts
+
+template <typename P>
+absl::StatusOr<bool> BasicALockClient<P>::FollowPredecessor(rdma::RemotePtr lock, size_t slot, uint64_t pred,
+                                                            Cohort cohort) {
+  const rdma::RemotePtr me = Descriptor(slot);
+  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
+  // r_tail's value came through the NIC: check that it names a descriptor
+  // before writing through it. l_tail holds only this node's descriptors,
+  // swapped in by CPU (a predecessor elsewhere: only the mutant's).
+  if (cohort == Cohort::kRemote || !p.is_local(self())) {
+    if (absl::Status st = CheckDescriptorRaw(*session(), pred,
+                                             cohort == Cohort::kRemote ? "ALock Lock: r_tail" : "ALock Lock (mutant): r_tail",
+                                             lock, me);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (p.is_local(self())) {
+    // The predecessor's descriptor is in my own memory: a CPU store to a
+    // PlainWord, no NIC op.
+    p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
+  } else if (absl::Status st =
+                 rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(*session(), me.raw());
+             !st.ok()) {
+    return st;
+  }
+  auto b = AwaitBudget(lock, slot);
+  if (!b.ok()) return b.status();
+  if (*b == 0) return false;  // the cohort's budget is spent: contend with the other cohort again
+  slots_[slot].budget = *b;
+  ++stats_.handovers_in[static_cast<int>(cohort)];
+  return true;
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::HandOver(rdma::RemotePtr lock, size_t slot) {
+  auto next = AwaitNext(lock, slot);
+  if (!next.ok()) return next.status();
+  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
+  const uint64_t handed = alock_internal::BudgetWord(slots_[slot].budget - 1);
+  if (n.is_local(self())) {
+    n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
+    return absl::OkStatus();
+  }
+  // A NIC successor on another node (natively: only the mutant's).
+  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(*session(), handed);
+}
+
 // ------------------------------------------------------------ native cohort
 
 template <typename P>
@@ -264,25 +306,9 @@ absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) 
     pred = w.l_tail.Swap(me.raw(), std::memory_order_seq_cst);  // raise the local flag
   }
   if (pred != 0) {
-    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
-    if (p.is_local(self())) {
-      p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
-    } else {  // only the mutant can have a predecessor on another node here
-      if (absl::Status st = lock_internal::CheckDescriptorRaw(*session(), pred, "ALock Lock (mutant): l_tail", lock, me);
-          !st.ok()) {
-        return st;
-      }
-      absl::Status s = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(*session(), me.raw());
-      if (!s.ok()) return s;
-    }
-    auto b = AwaitBudget(lock, slot);
-    if (!b.ok()) return b.status();
-    if (*b > 0) {
-      slots_[slot].budget = *b;
-      ++stats_.handovers_in[0];
-      return absl::OkStatus();
-    }
-    // Budget exhausted: contend with the other cohort again.
+    auto handed = FollowPredecessor(lock, slot, pred, Cohort::kLocal);
+    if (!handed.ok()) return handed.status();
+    if (*handed) return absl::OkStatus();
   }
   return PetersonNative(lock, slot);
 }
@@ -325,16 +351,7 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
     alone = w.l_tail.CompareExchange(expected, 0, std::memory_order_acq_rel);  // lower the local flag
   }
   if (alone) return absl::OkStatus();
-  auto next = AwaitNext(lock, slot);
-  if (!next.ok()) return next.status();
-  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
-  const uint64_t handed = alock_internal::BudgetWord(slots_[slot].budget - 1);
-  if (n.is_local(self())) {
-    n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
-    return absl::OkStatus();
-  }
-  // Only the mutant can have a successor on another node here.
-  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(*session(), handed);
+  return HandOver(lock, slot);
 }
 
 // ------------------------------------------------------------ NIC cohort
@@ -376,25 +393,9 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     pred = *p;
   }
   if (pred != 0) {
-    if (absl::Status st = lock_internal::CheckDescriptorRaw(s, pred, "ALock Lock: r_tail", lock, me); !st.ok()) {
-      return st;
-    }
-    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
-    if (p.is_local(self())) {
-      // The predecessor's descriptor is in my own memory: a plain CPU store to
-      // a PlainWord is allowed and saves a NIC op.
-      p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
-    } else {
-      absl::Status st = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(s, me.raw());
-      if (!st.ok()) return st;
-    }
-    auto b = AwaitBudget(lock, slot);
-    if (!b.ok()) return b.status();
-    if (*b > 0) {
-      slots_[slot].budget = *b;
-      ++stats_.handovers_in[1];
-      return absl::OkStatus();
-    }
+    auto handed = FollowPredecessor(lock, slot, pred, Cohort::kRemote);
+    if (!handed.ok()) return handed.status();
+    if (*handed) return absl::OkStatus();
     return PetersonRemote(lock, slot, line, /*line_valid=*/false);
   }
   bool fast = false;
@@ -469,17 +470,10 @@ absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot
   auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).CompareAndSwap(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();  // no successor: lowered the remote flag
-  auto next = AwaitNext(lock, slot);
-  if (!next.ok()) return next.status();
-  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
-  const uint64_t handed = alock_internal::BudgetWord(slots_[slot].budget - 1);
-  if (n.is_local(self())) {
-    n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
-    return absl::OkStatus();
-  }
-  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(s, handed);
+  return HandOver(lock, slot);
 }
 
+}  // namespace lock_internal
 }  // namespace locks
 
 #endif  // LOCKS_ALOCK_IMPL_H_

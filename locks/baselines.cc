@@ -41,13 +41,6 @@ absl::Status CheckReach(rdma::Session& s, rdma::RemotePtr lock) {
 
 std::atomic<uint64_t> next_token{1};
 
-// A queue word read from registered memory (the tail's old value, or my
-// descriptor's `next`) must name a descriptor line: 64-byte aligned, inside
-// its node's registered arena. Anything else means the word was corrupted
-// (e.g. a WRITE that landed with a payload that is not ours): fail with a
-// clear error instead of sending RDMA to a garbage address or, worse, to a
-// valid address that is not a descriptor.
-
 }  // namespace
 
 // ------------------------------------------------------------ RDMA spin
@@ -109,7 +102,7 @@ absl::Status RdmaSpinClient::Unlock(rdma::RemotePtr lock) {
   return rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Write(*session(), 0);
 }
 
-// ------------------------------------------------------------ MCS descriptors
+// ------------------------------------------------------------ MCS, both clients
 
 McsClientBase::McsClientBase(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
     : LockClient(node.id(), session), options_(options), held_(options.max_held), node_(node) {}
@@ -117,6 +110,65 @@ McsClientBase::McsClientBase(rdma::Node& node, rdma::Session* session, const Cli
 McsClientBase::~McsClientBase() = default;  // lines_ frees what no queue can still name
 
 absl::Status McsClientBase::AllocateDescriptors() { return lines_.Allocate(node_, options_.max_held); }
+
+template <typename Enqueue>
+absl::Status McsClientBase::LockSlot(rdma::RemotePtr lock, bool native, Enqueue enqueue) {
+  auto slot = Reserve(lock);
+  if (!slot.ok()) return slot.status();
+  const uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
+  absl::Status st = enqueue(Descriptor(*slot));
+  if (!st.ok()) {
+    RetireAfterFailedLock(*slot, native, mark);
+    return st;
+  }
+  held_[*slot].lock = lock;
+  return absl::OkStatus();
+}
+
+template <typename Dequeue>
+absl::Status McsClientBase::UnlockSlot(rdma::RemotePtr lock, Dequeue dequeue) {
+  auto slot = held_.Held(lock);
+  if (!slot.ok()) return slot.status();
+  held_[*slot].lock = rdma::RemotePtr();
+  absl::Status st = dequeue(Descriptor(*slot));
+  if (!st.ok()) Retire(*slot);
+  return st;
+}
+
+namespace {
+
+// The MCS enqueue of both clients, with descriptor `me`: reset it, swap it
+// into the tail (`swap(me.raw())` returns the old tail), and with a predecessor,
+// link behind it (`link(pred)`) and wait for the handover. The waiter takes
+// exactly kGo, not just "no longer kWait": an RDMA WRITE may be seen half
+// landed (tests/verbs/README.md "rxe torn WRITE"), and kWait and kGo differ
+// in every byte, so reading kGo means the whole WRITE has landed.
+template <typename Swap, typename Link>
+absl::Status McsEnqueue(rdma::RemotePtr lock, rdma::RemotePtr me, const ClientOptions& options, absl::string_view who,
+                        Swap swap, Link link) {
+  ALockDescriptor& d = *me.local<ALockDescriptor>();
+  d.budget.Store(kWait, std::memory_order_relaxed);
+  d.next.Store(0, std::memory_order_relaxed);
+  absl::StatusOr<uint64_t> pred = swap(me.raw());
+  if (!pred.ok()) return pred.status();
+  if (*pred == 0) return absl::OkStatus();
+  if (absl::Status st = link(*pred); !st.ok()) return st;
+  lock_internal::Spinner spin(options);
+  uint64_t b;
+  while ((b = d.budget.Load(std::memory_order_acquire)) != kGo) {
+    if (!spin.Spin()) {
+      if (b != kWait) {
+        return absl::DataLossError(absl::StrCat(who, " Lock: my descriptor's budget word holds 0x", absl::Hex(b),
+                                                ", neither waiting nor go; lock ", lock.node(), ":0x",
+                                                absl::Hex(lock.address())));
+      }
+      return spin.Timeout(absl::StrCat(who, ": waiting for the predecessor's handover"), lock);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 // ------------------------------------------------------------ RDMA MCS
 
@@ -136,69 +188,33 @@ absl::Status RdmaMcsClient::Lock(rdma::RemotePtr lock, Path path) {
     return absl::FailedPreconditionError("rdma-mcs always goes through the NIC: request kAuto or kLoopback (use alock or local-mcs for the native path)");
   }
   if (absl::Status s = CheckReach(*session(), lock); !s.ok()) return s;
-  auto slot = Reserve(lock);
-  if (!slot.ok()) return slot.status();
-  const uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
-  absl::Status st = LockWith(lock, *slot);
-  if (!st.ok()) {
-    RetireAfterFailedLock(*slot, /*native=*/false, mark);
-    return st;
-  }
-  held_[*slot].lock = lock;
-  return absl::OkStatus();
+  return LockSlot(lock, /*native=*/false, [&](rdma::RemotePtr me) { return Enqueue(lock, me); });
 }
 
-absl::Status RdmaMcsClient::LockWith(rdma::RemotePtr lock, int slot) {
+absl::Status RdmaMcsClient::Enqueue(rdma::RemotePtr lock, rdma::RemotePtr me) {
   rdma::Session& s = *session();
-  const rdma::RemotePtr me = Descriptor(slot);
-  ALockDescriptor& d = *me.local<ALockDescriptor>();
-  d.budget.Store(kWait, std::memory_order_relaxed);
-  d.next.Store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  auto pred = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Swap(s, me.raw(), /*guess=*/0);
-  if (!pred.ok()) return pred.status();
-  if (*pred != 0) {
-    // Always through the NIC, even when the predecessor is on this node.
-    if (absl::Status st = lock_internal::CheckDescriptorRaw(s, *pred, "RdmaMcs Lock: the queue tail", lock, me); !st.ok()) {
+  // Always through the NIC, even when the predecessor is on this node.
+  auto swap = [&](uint64_t raw) {
+    std::atomic_thread_fence(std::memory_order_release);  // the reset before the NIC can link to it
+    return rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).Swap(s, raw, /*guess=*/0);
+  };
+  auto link = [&](uint64_t pred) {
+    if (absl::Status st = lock_internal::CheckDescriptorRaw(s, pred, "RdmaMcs Lock: the queue tail", lock, me);
+        !st.ok()) {
       return st;
     }
-    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(*pred);
-    if (absl::Status st = rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(s, me.raw()); !st.ok()) {
-      return st;
-    }
-    // Wait for exactly kGo, not just "no longer kWait": an RDMA WRITE is not
-    // atomic w.r.t. CPU loads on every NIC (Soft-RoCE copies the payload with
-    // a plain memcpy that can be seen half done, tests/verbs/README.md "rxe
-    // torn WRITE"). kWait and kGo differ in every byte, so reading kGo means
-    // the whole WRITE has landed.
-    lock_internal::Spinner spin(options_);
-    uint64_t b;
-    while ((b = d.budget.Load(std::memory_order_acquire)) != kGo) {
-      if (!spin.Spin()) {
-        if (b != kWait) {
-          return absl::DataLossError(absl::StrCat("RdmaMcs Lock: my descriptor's budget word holds 0x", absl::Hex(b),
-                                                  ", neither waiting nor go; lock ", lock.node(), ":0x",
-                                                  absl::Hex(lock.address())));
-        }
-        return spin.Timeout("RdmaMcs: waiting for the predecessor's handover", lock);
-      }
-    }
-  }
-  return absl::OkStatus();
+    const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
+    return rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(s, me.raw());
+  };
+  return McsEnqueue(lock, me, options_, "RdmaMcs", swap, link);
 }
 
 absl::Status RdmaMcsClient::Unlock(rdma::RemotePtr lock) {
-  auto slot = held_.Held(lock);
-  if (!slot.ok()) return slot.status();
-  held_[*slot].lock = rdma::RemotePtr();
-  absl::Status st = UnlockWith(lock, *slot);
-  if (!st.ok()) Retire(*slot);
-  return st;
+  return UnlockSlot(lock, [&](rdma::RemotePtr me) { return Dequeue(lock, me); });
 }
 
-absl::Status RdmaMcsClient::UnlockWith(rdma::RemotePtr lock, int slot) {
+absl::Status RdmaMcsClient::Dequeue(rdma::RemotePtr lock, rdma::RemotePtr me) {
   rdma::Session& s = *session();
-  const rdma::RemotePtr me = Descriptor(slot);
   auto old = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word).CompareAndSwap(s, me.raw(), 0);
   if (!old.ok()) return old.status();
   if (*old == me.raw()) return absl::OkStatus();
@@ -241,47 +257,25 @@ absl::Status LocalMcsClient::Lock(rdma::RemotePtr lock, Path path) {
         "local-mcs is native-only: lock on node ", lock.node(), " requested from node ", self(),
         path == Path::kLoopback ? " over loopback" : "", " (use alock, rdma-mcs or rdma-spin for NIC paths)"));
   }
-  auto slot = Reserve(lock);
-  if (!slot.ok()) return slot.status();
-  const uint64_t mark = lock_internal::DescriptorLines::AttemptMark();
-  absl::Status st = LockWith(lock, *slot);
-  if (!st.ok()) {
-    RetireAfterFailedLock(*slot, /*native=*/true, mark);
-    return st;
-  }
-  held_[*slot].lock = lock;
-  return absl::OkStatus();
+  return LockSlot(lock, /*native=*/true, [&](rdma::RemotePtr me) { return Enqueue(lock, me); });
 }
 
-absl::Status LocalMcsClient::LockWith(rdma::RemotePtr lock, int slot) {
+absl::Status LocalMcsClient::Enqueue(rdma::RemotePtr lock, rdma::RemotePtr me) {
   rdma::CpuWord& tail = lock.local<CpuLockLine>()->tail;
-  const rdma::RemotePtr me = Descriptor(slot);
-  ALockDescriptor& d = *me.local<ALockDescriptor>();
-  d.budget.Store(kWait, std::memory_order_relaxed);
-  d.next.Store(0, std::memory_order_relaxed);
-  const uint64_t pred = tail.Swap(me.raw(), std::memory_order_acq_rel);
-  if (pred != 0) {
+  auto swap = [&](uint64_t raw) { return absl::StatusOr<uint64_t>(tail.Swap(raw, std::memory_order_acq_rel)); };
+  auto link = [&](uint64_t pred) {
     rdma::RemotePtr::FromRaw(pred).local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
-    lock_internal::Spinner spin(options_);
-    while (d.budget.Load(std::memory_order_acquire) == kWait) {
-      if (!spin.Spin()) return spin.Timeout("LocalMcs: waiting for the predecessor's handover", lock);
-    }
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  };
+  return McsEnqueue(lock, me, options_, "LocalMcs", swap, link);
 }
 
 absl::Status LocalMcsClient::Unlock(rdma::RemotePtr lock) {
-  auto slot = held_.Held(lock);
-  if (!slot.ok()) return slot.status();
-  held_[*slot].lock = rdma::RemotePtr();
-  absl::Status st = UnlockWith(lock, *slot);
-  if (!st.ok()) Retire(*slot);
-  return st;
+  return UnlockSlot(lock, [&](rdma::RemotePtr me) { return Dequeue(lock, me); });
 }
 
-absl::Status LocalMcsClient::UnlockWith(rdma::RemotePtr lock, int slot) {
+absl::Status LocalMcsClient::Dequeue(rdma::RemotePtr lock, rdma::RemotePtr me) {
   rdma::CpuWord& tail = lock.local<CpuLockLine>()->tail;
-  const rdma::RemotePtr me = Descriptor(slot);
   uint64_t expected = me.raw();
   if (tail.CompareExchange(expected, 0, std::memory_order_acq_rel)) return absl::OkStatus();
   ALockDescriptor& d = *me.local<ALockDescriptor>();

@@ -89,6 +89,14 @@ class McsClientBase : public LockClient {
   void RetireAfterFailedLock(int slot, bool native, uint64_t mark) {
     lines_.RetireAfterFailedLock(static_cast<size_t>(slot), native, mark);
   }
+  // Lock and Unlock around the queue step: reserve a slot, run
+  // `enqueue(descriptor)`, retire the line if a failed attempt may have
+  // queued it; find the held slot, run `dequeue(descriptor)`, retire the line
+  // on failure. Defined in baselines.cc, the only user.
+  template <typename Enqueue>
+  absl::Status LockSlot(rdma::RemotePtr lock, bool native, Enqueue enqueue);
+  template <typename Dequeue>
+  absl::Status UnlockSlot(rdma::RemotePtr lock, Dequeue dequeue);
 
   const ClientOptions options_;
   struct Nothing {};
@@ -110,8 +118,8 @@ class RdmaMcsClient final : public McsClientBase {
 
  private:
   using McsClientBase::McsClientBase;
-  absl::Status LockWith(rdma::RemotePtr lock, int slot);
-  absl::Status UnlockWith(rdma::RemotePtr lock, int slot);
+  absl::Status Enqueue(rdma::RemotePtr lock, rdma::RemotePtr me);
+  absl::Status Dequeue(rdma::RemotePtr lock, rdma::RemotePtr me);
 };
 
 class LocalMcsClient final : public McsClientBase {
@@ -126,8 +134,8 @@ class LocalMcsClient final : public McsClientBase {
 
  private:
   using McsClientBase::McsClientBase;
-  absl::Status LockWith(rdma::RemotePtr lock, int slot);
-  absl::Status UnlockWith(rdma::RemotePtr lock, int slot);
+  absl::Status Enqueue(rdma::RemotePtr lock, rdma::RemotePtr me);
+  absl::Status Dequeue(rdma::RemotePtr lock, rdma::RemotePtr me);
 };
 
 }  // namespace locks

@@ -2,6 +2,6 @@
 
 #include "locks/alock_impl.h"
 
-namespace locks {
+namespace locks::lock_internal {
 template class BasicALockClient<testing::MutantCpuOnRTailPolicy>;
-}
+}  // namespace locks::lock_internal

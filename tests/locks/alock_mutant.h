@@ -15,12 +15,12 @@ namespace locks::testing {
 struct MutantCpuOnRTailPolicy {
   static constexpr bool kMutantLocalCpuOnRTail = true;
 };
-using MutantALockClient = BasicALockClient<MutantCpuOnRTailPolicy>;
+using MutantALockClient = lock_internal::BasicALockClient<MutantCpuOnRTailPolicy>;
 
 }  // namespace locks::testing
 
-namespace locks {
+namespace locks::lock_internal {
 extern template class BasicALockClient<testing::MutantCpuOnRTailPolicy>;
-}
+}  // namespace locks::lock_internal
 
 #endif  // TESTS_LOCKS_ALOCK_MUTANT_H_
