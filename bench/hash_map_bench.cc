@@ -1,6 +1,6 @@
-// Throughput and per-operation costs of structures::HashMap (GitHub issue 6)
-// on its three access paths, next to the single-machine maps a user would
-// pick instead (docs/design.md §8).
+// Throughput and per-operation costs of structures::HashMap on its three
+// access paths, next to the single-machine maps a user would pick instead
+// (docs/design.md §8).
 //
 //   bazel run -c opt //bench:hash_map_bench -- --benchmark_counters_tabular=true
 //
@@ -531,7 +531,7 @@ void Register(bool set_min_time) {
     b->UseRealTime();
     if (set_min_time) b->MinTime(0.4);
   };
-  // Throughput: the issue's mixes, 1 and 2 threads per node.
+  // Throughput: the three mixes, 1 and 2 threads per node.
   // YCSB-like: B 95/5, A 50/50, C 100/0 get/put.
   const Workload workloads[] = {{5, KeyDist::kUniform},  {5, KeyDist::kZipf}, {50, KeyDist::kUniform},
                                 {50, KeyDist::kZipf},    {0, KeyDist::kUniform}, {0, KeyDist::kZipf}};
@@ -578,8 +578,8 @@ void Register(bool set_min_time) {
 int main(int argc, char** argv) {
   // The absl baseline as a production build runs it: Debian's libabsl is
   // compiled without NDEBUG, so absl::Mutex's deadlock detection is on by
-  // default, and it takes a process-wide spin lock on every Lock/ReaderLock
-  // (with 2 threads the 64-shard map then fell from ~26 to ~10 M ops/s).
+  // default, and it takes a process-wide spin lock on every Lock/ReaderLock,
+  // which would make the 64-shard map measure that lock rather than itself.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   bench::MainSpec spec;
   spec.name = "hash_map_bench";

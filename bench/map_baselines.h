@@ -10,9 +10,8 @@
 // Both have the map's Get/Put shape: Get returns the value if present, Put
 // stores and returns the previous value if there was one. Header-only.
 //
-// The shards use absl::Mutex as asked for the comparison; Debian's Abseil is
-// not TSan-instrumented, so do not run these under TSan (benchmarks never
-// are).
+// Debian's Abseil is not TSan-instrumented, so absl::Mutex's synchronization
+// is invisible to TSan: do not run these under TSan (benchmarks never are).
 
 #include <cstddef>
 #include <cstdint>

@@ -36,11 +36,11 @@
 //                         the same, but the remote thread skips iterations
 //                         (yields) while it has moved more than 1/9 of what
 //                         the native threads moved: remote operations are
-//                         about 10% of all (issue 12's mixed target)
+//                         about 10% of all
 //   mixed/queue/2native_1remote_10pct_park
 //                         the same on the parking queue
 //   mixed/queue/2native_1remote_producer_10pct_batch:{1,16}
-//                         issue 12's shape: the remote thread only enqueues
+//                         the remote thread only enqueues
 //                         (one value, or EnqueueBatch of 16, per acquisition
 //                         of the tail lock), paced to about 10% of all
 //                         values; the native threads enqueue then dequeue as
@@ -53,7 +53,7 @@
 // Every run of a benchmark starts from an empty queue: thread 0 drains the
 // shared queue (ours, boost's or the deque) before the timed loop, which the
 // other threads enter only together with it (Google Benchmark's start
-// barrier). Without that, a run inherited whatever the run before it (in
+// barrier). Otherwise a run would inherit whatever the run before it (in
 // random order, with --benchmark_enable_random_interleaving) left in the
 // queue, full or empty, and a 1p1c run's regime (the producer pressing on a
 // full ring, or the consumer on an empty one) with it.
@@ -336,7 +336,7 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   // thread the same number of iterations, makes them wait for each other at
   // the loop's end, and reports the mean of their times, so neither its time
   // nor a clock read after the loop says how fast the native threads went
-  // next to the remote one (both did until stop 24).
+  // next to the remote one.
   std::chrono::steady_clock::time_point loop_start, loop_end;
   auto op = [&](uint64_t i) -> int64_t {
     if (i == 0) loop_start = std::chrono::steady_clock::now();

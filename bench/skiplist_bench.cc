@@ -1,6 +1,6 @@
 // Throughput and per-operation costs of structures::SkipList (the ordered
-// map, issue 11) on its three access paths, next to the single-machine
-// ordered maps a user would pick instead (docs/design.md §8).
+// map) on its three access paths, next to the single-machine ordered maps a
+// user would pick instead (docs/design.md §8).
 //
 //   bazel build -c opt //bench:skiplist_bench && bazel-bin/bench/skiplist_bench --benchmark_counters_tabular=true
 //
@@ -264,8 +264,8 @@ uint64_t FreshKey(int thread, uint64_t i) {
 
 // Runs of RunTrace so far: folded into the fresh keys, so that a repetition
 // (or the same benchmark on another path, over the same map) inserts keys no
-// earlier run inserted (each run used to start the same key sequence, and
-// from the second repetition on every insert found its key present).
+// earlier run inserted (with one key sequence for every run, every insert
+// from the second repetition on would find its key present).
 std::atomic<uint64_t> g_trace_runs{0};
 
 template <typename Target>

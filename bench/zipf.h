@@ -2,7 +2,7 @@
 #define BENCH_ZIPF_H_
 
 // Key sets and operation traces for the key-value benchmarks
-// (bench/hash_map_bench.cc). Header-only.
+// (bench/hash_map_bench.cc, bench/skiplist_bench.cc). Header-only.
 //
 // Key popularity:
 //  * uniform: every key of the set equally likely;

@@ -39,7 +39,7 @@ struct CheckOptions {
   // checks the whole history as one partition (slower, same verdict).
   bool partition = true;
   // Let the model's DecideFast handle the partitions it applies to. Turning
-  // this off forces the generic search (used to cross-check deciders).
+  // this off forces the generic search (for cross-checking deciders).
   bool allow_fast_decision = true;
   // Memory bound for the search cache of one partition; exceeding it gives
   // kUnknown rather than exhausting the machine.

@@ -1,4 +1,4 @@
-// Checker performance on the workloads the issue names:
+// Checker performance on two reference workloads:
 //
 //   bazel run -c opt //tests/lincheck:checker_benchmark
 //
@@ -121,8 +121,8 @@ void BM_Queue2000Ops4ThreadsGenericSearch(benchmark::State& state) {
   CheckOptions options;
   options.allow_fast_decision = false;
   options.timeout = absl::Seconds(1);
-  // Corrupted: illegal, or unknown when the 1 s runs out (the issue's
-  // "under 1 s, or unknown within the timeout").
+  // Corrupted: illegal, or unknown when the 1 s runs out (the target: under
+  // 1 s, or unknown within the timeout).
   Run(state, QueueModel(), Queue2000(state.range(0)), options,
       state.range(0) ? std::vector<Verdict>{Verdict::kIllegal, Verdict::kUnknown}
                      : std::vector<Verdict>{Verdict::kOk});

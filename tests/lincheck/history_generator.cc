@@ -295,8 +295,9 @@ int CorruptWithStaleValue(History& history, uint64_t seed) {
   // writers (kPendingNs if one is pending). "Every operation that may write v
   // precedes W" is then last_response < W's invocation. (That keeps the
   // choice below, the first qualifying read, W and v, cheap: testing every
-  // writer against every writer of v again was O(reads x ops x writers^2),
-  // about a minute under TSan for randomized_test's 300-operation registers.)
+  // writer against every writer of v instead would be
+  // O(reads x ops x writers^2), about a minute under TSan for
+  // randomized_test's 300-operation registers.)
   struct Written {
     int64_t value;
     int64_t last_response;
