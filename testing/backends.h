@@ -1,6 +1,23 @@
 #ifndef TESTING_BACKENDS_H_
 #define TESTING_BACKENDS_H_
 
+// Test clusters on the backends (fabrics) a run is testing: the soft NIC by
+// default, Soft-RoCE's verbs in the guest run (RDMADS_FABRICS=verbs).
+//
+//   class MapTest : public ::testing::TestWithParam<std::string> {};
+//   INSTANTIATE_TEST_SUITE_P(Backends, MapTest,
+//                            ::testing::ValuesIn(rdma::testing::BackendsUnderTest()));
+//   TEST_P(MapTest, PutThenGet) {
+//     auto env = rdma::testing::MakeClusterWithSession(GetParam(), 2);
+//     ASSERT_NE(env.session, nullptr);
+//     ...
+//   }
+//
+// Contract: for gtest code only (testonly). A setup failure is recorded as a
+// gtest failure (EXPECT) and returned as null, so callers ASSERT on the
+// pointer. The caller owns what is returned; a Session must be destroyed
+// before its Cluster.
+
 #include <chrono>
 #include <memory>
 #include <string>

@@ -3,6 +3,13 @@
 
 // What the structures' cost tests measure: the calling thread's NIC counters
 // (rdma::ThisThreadCounters, docs/design.md §8) across one operation.
+//
+//   const rdma::OpCounters c = rdma::testing::CostOf([&] { ASSERT_TRUE(client->Get(k).ok()); });
+//   rdma::testing::PrintCost("remote get", c);
+//   EXPECT_EQ(c.round_trips, 1);
+//
+// Contract: counts only what the calling thread does (operations run on other
+// threads inside `op` are not counted). Header-only; adds two counter reads.
 
 #include <cstdio>
 #include <string>

@@ -9,8 +9,17 @@
 //    RDMADS_TCP_PORT (default `default_port`), and prints how long it took;
 //  * otherwise one process: both nodes on the first backend of RDMADS_FABRICS
 //    (default soft), connectors on 127.0.0.1, node 1 on a second thread.
-// Setup failures and a non-OK status from `run_node` are gtest failures; call
-// it as the last statement of a TEST.
+//
+//   absl::Status RunNode(rdma::Node& node, rdma::verbs::TcpConnector& connector) {
+//     RETURN_IF_ERROR(connector.Barrier(1, std::chrono::seconds(60)));  // both up
+//     ...  // this node's part of the test (node.id() is 0 or 1)
+//   }
+//   TEST(MyTwoNode, Works) { rdma::testing::RunTwoNodes(RunNode, 7500); }
+//
+// Contract: `run_node` runs once per node, concurrently in the one-process
+// mode, so it must be safe to call from two threads. Setup failures and a
+// non-OK status from `run_node` are gtest failures; call it as the last
+// statement of a TEST.
 
 #include <cstdint>
 #include <functional>

@@ -4,11 +4,10 @@
 // Early-return helpers for absl::Status / absl::StatusOr, in the shape
 // Abseil-based code bases use:
 //
-//   absl::Status CopyOne(rdma::Session& s, rdma::RemotePtr p) {
-//     RETURN_IF_ERROR(s.Write64(p, 1));
+//   absl::StatusOr<uint64_t> Bump(rdma::Session& s, rdma::RemotePtr p) {
 //     ASSIGN_OR_RETURN(uint64_t v, s.Read64(p));
-//     ASSIGN_OR_RETURN(auto client, map.NewClient(node, &s));
-//     ...
+//     RETURN_IF_ERROR(s.Write64(p, v + 1));
+//     return v + 1;
 //   }
 //
 // RETURN_IF_ERROR(expr): evaluates `expr` (a Status) once; returns it from the
@@ -19,6 +18,7 @@
 //
 // util::Annotate(status, prefix) prefixes a non-OK status's message, keeping
 // its code: for saying where an error came from when it crosses a boundary.
+// Header-only; no state, so safe from any thread.
 
 #include <string>
 #include <utility>
