@@ -191,6 +191,18 @@ class StructureClient {
   ReadStats stats_;
 };
 
+// A structure's per-thread client: its StructureClient on `node` with
+// `lock_options`, then `Client(std::move(common), args...)`. Errors are
+// StructureClient::Create's.
+template <typename Client, typename... Args>
+absl::StatusOr<std::unique_ptr<Client>> MakeClient(const PartDirectory& parts, rdma::Node& node,
+                                                   rdma::Session* session, const locks::ClientOptions& lock_options,
+                                                   Args&&... args) {
+  absl::StatusOr<StructureClient> common = StructureClient::Create(parts, node, session, lock_options);
+  if (!common.ok()) return common.status();
+  return std::make_unique<Client>(std::move(*common), std::forward<Args>(args)...);
+}
+
 }  // namespace structures
 
 #endif  // STRUCTURES_COMMON_CLIENT_H_

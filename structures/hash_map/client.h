@@ -1,12 +1,12 @@
 #ifndef STRUCTURES_HASH_MAP_CLIENT_H_
 #define STRUCTURES_HASH_MAP_CLIENT_H_
 
-// One thread's handle on a HashMap (hash_map.h has the contract: paths,
-// concurrency, costs, errors). The algorithm is written once, over a unit
-// accessor: NativeUnits (native_path.h: CPU loads and stores in place) or
-// RemoteUnits (rdma_path.h: READs into private copies, one WRITE per slot).
-// Routing, the optimistic read loop and lock handling are the shared
-// StructureClient's (structures/common/client.h).
+// One thread's handle on a HashMap (hash_map.h has the contract). The
+// algorithm is written once, over a unit accessor: NativeUnits
+// (native_path.h: CPU loads and stores in place) or RemoteUnits
+// (rdma_path.h: READs into private copies, one WRITE per slot). Routing and
+// the optimistic read loop are StructureClient's (structures/common/client.h);
+// a split's pure steps are in split.h.
 
 #include <algorithm>
 #include <array>
@@ -32,26 +32,32 @@
 #include "rdma/remote_ref.h"
 #include "rdma/session.h"
 #include "structures/common/client.h"
+#include "structures/common/held_locks.h"
+#include "structures/hash_map/directory.h"
 #include "structures/hash_map/layout.h"
+#include "structures/hash_map/placement.h"
+#include "structures/hash_map/search.h"
+#include "structures/hash_map/split.h"
 #include "structures/hash_map/native_path.h"
 #include "structures/hash_map/policy.h"
 #include "structures/hash_map/rdma_path.h"
 #include "util/status_macros.h"
 
-namespace structures {
+namespace structures::hash_map_internal {
 
 // Not thread-safe; use one per thread (each with the thread's own Session).
 // Every operation is linearizable with every other operation of every client
-// on every path. Made by HashMap::NewClient.
-template <typename V, typename Policy = HashMapPolicy>
-class HashMapClient {
+// on every path. Made by HashMap::NewClient. `Checks` is ShippedChecks except
+// in tests (policy.h).
+template <typename V, typename Checks>
+class BasicHashMapClient {
   using L = hash_map_internal::SlotLayout<V>;
   using Unit = hash_map_internal::Unit<V>;
   using Lookup = hash_map_internal::Lookup;
   using Placement = hash_map_internal::Placement;
   using Candidate = hash_map_internal::Candidate;
   // Windows a reader looks in (2; 1 only in a test-only mutant).
-  static constexpr int kReaderWindows = Policy::kReadBothWindows ? 2 : 1;
+  static constexpr int kReaderWindows = Checks::kReadBothWindows ? 2 : 1;
 
  public:
   static constexpr size_t kUnitBytes = L::kUnitBytes;
@@ -65,7 +71,7 @@ class HashMapClient {
     uint64_t splits = 0;     // segments this client split
   };
 
-  HashMapClient(StructureClient common, const hash_map_internal::Geometry& g)
+  BasicHashMapClient(StructureClient common, const hash_map_internal::Geometry& g)
       : c_(std::move(common)), g_(g) {
     for (int n = 0; n < c_.num_nodes(); ++n) dirs_.push_back(hash_map_internal::DirectoryCopy::Initial(g_));
     // This node's part, in place: what every native operation starts from.
@@ -74,8 +80,8 @@ class HashMapClient {
       local_.emplace(&rdma::RemoteRef<Unit>::At(r.base).Local(c_.node().id()), g_);
     }
   }
-  HashMapClient(const HashMapClient&) = delete;
-  HashMapClient& operator=(const HashMapClient&) = delete;
+  BasicHashMapClient(const BasicHashMapClient&) = delete;
+  BasicHashMapClient& operator=(const BasicHashMapClient&) = delete;
 
   // The value bound to `key`, or nullopt. Lock-free in the common case.
   absl::StatusOr<std::optional<V>> Get(uint64_t key, Path path = Path::kAuto) {
@@ -88,7 +94,7 @@ class HashMapClient {
       // stall store forwarding; that was a measurable part of a cached get).
       uint64_t w[L::kWords] = {};  // (every path that reads it fills it; GCC cannot always tell)
       const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(), op.p, kReaderWindows, op.epoch,
-                                                            Policy::kReadersCheckEpoch, key, Policy::kVerifyReads, w);
+                                                            Checks::kReadersCheckEpoch, key, Checks::kVerifyReads, w);
       if (l.kind == Lookup::kFound) {
         return absl::StatusOr<std::optional<V>>(absl::in_place, L::DecodeValue(w + L::kValueWord));
       }
@@ -115,51 +121,25 @@ class HashMapClient {
   // segment is split (the map grows) and the put retried; ResourceExhausted
   // only when the part's pool of segments is used up (or growth is off).
   absl::StatusOr<std::optional<V>> Put(uint64_t key, const V& value, Path path = Path::kAuto) {
-    std::optional<V> prev;
-    RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t* found, Action* a) -> absl::Status {
-      if (l.kind == Lookup::kFound) {
-        prev = L::DecodeValue(found + L::kValueWord);
-        *a = {l.slot, &value};
-        return absl::OkStatus();
-      }
-      if (l.first_free < 0) {
-        a->full = true;
-        return absl::OkStatus();
-      }
-      *a = {l.first_free, &value};
-      return absl::OkStatus();
-    }));
-    return prev;
+    Write w{WriteKind::kPut, &value, {}, false};
+    RETURN_IF_ERROR(WriteKey(key, path, w));
+    return std::move(w.prev);
   }
 
   // Binds key to value only if the key is absent. True if it was inserted
   // (then it was absent); false if present (nothing changes).
   // Grows and ResourceExhausted as Put.
   absl::StatusOr<bool> Insert(uint64_t key, const V& value, Path path = Path::kAuto) {
-    bool inserted = false;
-    RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t*, Action* a) -> absl::Status {
-      if (l.kind == Lookup::kFound) return absl::OkStatus();
-      if (l.first_free < 0) {
-        a->full = true;
-        return absl::OkStatus();
-      }
-      *a = {l.first_free, &value};
-      inserted = true;
-      return absl::OkStatus();
-    }));
-    return inserted;
+    Write w{WriteKind::kInsert, &value, {}, false};
+    RETURN_IF_ERROR(WriteKey(key, path, w));
+    return w.inserted;
   }
 
   // Unbinds key. Returns the previous value, or nullopt if it was absent.
   absl::StatusOr<std::optional<V>> Erase(uint64_t key, Path path = Path::kAuto) {
-    std::optional<V> prev;
-    RETURN_IF_ERROR(WriteLocked(key, path, [&](const Lookup& l, const uint64_t* found, Action* a) -> absl::Status {
-      if (l.kind != Lookup::kFound) return absl::OkStatus();
-      prev = L::DecodeValue(found + L::kValueWord);
-      *a = {l.slot, nullptr};
-      return absl::OkStatus();
-    }));
-    return prev;
+    Write w{WriteKind::kErase, nullptr, {}, false};
+    RETURN_IF_ERROR(WriteKey(key, path, w));
+    return std::move(w.prev);
   }
 
   // Entries stored on `node` (natively when it is the client's node, else with
@@ -244,13 +224,13 @@ class HashMapClient {
     int depth = 0;       // the segment's local depth per the directory used
     uint64_t epoch = 0;  // EpochBits(depth - base depth): what its state words must carry
   };
-  // What a writer decided to store: slot index within the window of the
-  // lookup (-1: nothing) and the value (null: make the slot empty); or that
-  // it needed a free slot and both windows are full.
-  struct Action {
-    int slot = -1;
-    const V* value = nullptr;
-    bool full = false;
+  // One Put, Insert or Erase: what it asks for and what it found.
+  enum class WriteKind { kPut, kInsert, kErase };
+  struct Write {
+    WriteKind kind;
+    const V* value;           // kPut, kInsert
+    std::optional<V> prev;    // kPut, kErase: the value the key had
+    bool inserted = false;    // kInsert
   };
   // How a writer's attempt ended.
   enum class Outcome { kDone, kStale, kFull };
@@ -343,12 +323,16 @@ class HashMapClient {
       RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
         return c_.ReadValidatedUnder(
             [&](auto&& step) {
-              return WithUnitLocks(op, units, /*chain=*/false, [&](const bool*) { return step(); });
+              HeldLocks held(c_.lock(), op.route);
+              bool fetched[2];
+              absl::Status s = LockUnits(op, units, /*chain=*/false, held, fetched);
+              if (s.ok()) s = step();
+              return held.Release(std::move(s));
             },
             [&](bool* valid) {
               RETURN_IF_ERROR(units.FetchWindows(op.p, kReaderWindows));
-              RETURN_IF_ERROR(units.Find(op.p, kReaderWindows, op.epoch, Policy::kReadersCheckEpoch, key,
-                                         Policy::kVerifyReads, words, &l));
+              RETURN_IF_ERROR(units.Find(op.p, kReaderWindows, op.epoch, Checks::kReadersCheckEpoch, key,
+                                         Checks::kVerifyReads, words, &l));
               *valid = l.kind != Lookup::kTorn;
               return absl::OkStatus();
             },
@@ -363,56 +347,44 @@ class HashMapClient {
     }
   }
 
-  // Holds the locks of both candidate units (one lock when they are the same
-  // unit) around `step(fetched)`, taken in unit order (address order, so two
-  // writers never wait for each other crosswise) and released in reverse.
-  // With `chain` on the NIC path, each acquire READs its unit's window(s) in
-  // its own round trip (ALock's LockAndRead); fetched[w] says whether window
-  // w was read that way, as a holder. Every exit releases what was taken.
-  template <typename Units, typename Step>
-  absl::Status WithUnitLocks(const Op& op, Units& units, bool chain, Step&& step) {
-    constexpr bool kNic = std::is_same_v<Units, hash_map_internal::RemoteUnits<V>>;
+  // Takes the locks of both candidate units into `held` (one lock when they
+  // are the same unit), in unit order (address order, so two writers never
+  // wait for each other crosswise). With `chain` on the NIC path, each
+  // acquire READs its unit's window(s) in its own round trip (ALock's
+  // LockAndRead); fetched[w] says whether window w was read that way, as a
+  // holder. On error `held` keeps what was taken, for its Release.
+  template <typename Units>
+  absl::Status LockUnits(const Op& op, Units& units, bool chain, HeldLocks& held, bool* fetched) {
+    constexpr bool kNic = std::is_same_v<Units, RemoteUnits<V>>;
     const Candidate* c = op.p.c;
-    bool fetched[2] = {false, false};
+    fetched[0] = fetched[1] = false;
     std::array<rdma::ChainedRead, 2> reads;
+    size_t n = 0;
     if (op.p.same_unit()) {
-      size_t n = 0;
       if constexpr (kNic) {
         if (chain) {
           reads = {units.WindowRead(op.p, 0), units.WindowRead(op.p, 1)};
           n = 2;
         }
       }
-      return c_.WithLockAndRead(op.route, UnitLock(op, c[0].unit), absl::MakeConstSpan(reads.data(), n),
-                                [&](bool done) {
-                                  fetched[0] = fetched[1] = done;
-                                  return step(static_cast<const bool*>(fetched));
-                                });
+      RETURN_IF_ERROR(held.LockAndRead(UnitLock(op, c[0].unit), absl::MakeConstSpan(reads.data(), n), &fetched[0]));
+      fetched[1] = fetched[0];
+      return absl::OkStatus();
     }
     const int lo = c[0].unit < c[1].unit ? 0 : 1;
     const int hi = 1 - lo;
-    size_t n = 0;
     if constexpr (kNic) {
       if (chain) {
         reads = {units.WindowRead(op.p, lo), units.WindowRead(op.p, hi)};
         n = 1;
       }
     }
-    return c_.WithLockAndRead(op.route, UnitLock(op, c[lo].unit), absl::MakeConstSpan(reads.data(), n),
-                              [&](bool done_lo) {
-                                fetched[lo] = done_lo;
-                                return c_.WithLockAndRead(
-                                    op.route, UnitLock(op, c[hi].unit), absl::MakeConstSpan(reads.data() + 1, n),
-                                    [&](bool done_hi) {
-                                      fetched[hi] = done_hi;
-                                      return step(static_cast<const bool*>(fetched));
-                                    });
-                              });
+    RETURN_IF_ERROR(held.LockAndRead(UnitLock(op, c[lo].unit), absl::MakeConstSpan(reads.data(), n), &fetched[lo]));
+    return held.LockAndRead(UnitLock(op, c[hi].unit), absl::MakeConstSpan(reads.data() + 1, n), &fetched[hi]);
   }
 
   // The writer protocol: lock both candidate units, look for the key in both
-  // windows, let `decide` choose what to store (it may also fail, e.g.
-  // ResourceExhausted), store one slot, unlock. A new key goes to the window
+  // windows, store one slot as `w` asks, unlock. A new key goes to the window
   // with more free slots (the first on a tie), main group first (ScanSlot).
   // Every exit releases the locks.
   //
@@ -429,21 +401,12 @@ class HashMapClient {
   // all of one epoch); otherwise the locks are released, the directory
   // refreshed and the write retried. A write that needs a slot and finds
   // both windows full splits the key's segment (Split) and retries.
-  template <typename Decide>
-  absl::Status WriteLocked(uint64_t key, Path path, Decide&& decide) {
+  absl::Status WriteKey(uint64_t key, Path path, Write& w) {
     for (int round = 0;; ++round) {
       Op op;
       RETURN_IF_ERROR(RouteFor(key, path, &op));
       Outcome out = Outcome::kDone;
-      RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
-        if (op.route.native() && !Policy::kNativeWritersLock) {
-          const bool none[2] = {false, false};
-          return WriteUnderLocks(op, units, none, key, decide, &out);  // test-only mutant: no lock
-        }
-        return WithUnitLocks(op, units, /*chain=*/true, [&](const bool* fetched) {
-          return WriteUnderLocks(op, units, fetched, key, decide, &out);
-        });
-      }));
+      RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) { return WriteOnce(op, units, key, w, &out); }));
       switch (out) {
         case Outcome::kDone:
           return absl::OkStatus();
@@ -463,8 +426,22 @@ class HashMapClient {
     }
   }
 
-  template <typename Units, typename Decide>
-  absl::Status WriteUnderLocks(const Op& op, Units& units, const bool* fetched, uint64_t key, Decide& decide,
+  // One attempt of WriteKey, with both unit locks held.
+  template <typename Units>
+  absl::Status WriteOnce(const Op& op, Units& units, uint64_t key, Write& w, Outcome* out) {
+    if (op.route.native() && !Checks::kNativeWritersLock) {  // a test-only mutant
+      const bool none[2] = {false, false};
+      return WriteUnderLocks(op, units, none, key, w, out);
+    }
+    HeldLocks held(c_.lock(), op.route);
+    bool fetched[2];
+    absl::Status s = LockUnits(op, units, /*chain=*/true, held, fetched);
+    if (s.ok()) s = WriteUnderLocks(op, units, fetched, key, w, out);
+    return held.Release(std::move(s));
+  }
+
+  template <typename Units>
+  absl::Status WriteUnderLocks(const Op& op, Units& units, const bool* fetched, uint64_t key, Write& w,
                                Outcome* out) {
     uint64_t found[L::kWords] = {};  // the key's slot as read (kFound)
     Lookup l[2];
@@ -480,20 +457,28 @@ class HashMapClient {
     }
     if (which < 0) which = l[1].free_count > l[0].free_count ? 1 : 0;
     const Lookup& lw = l[which];
-    Action a;
-    RETURN_IF_ERROR(decide(lw, static_cast<const uint64_t*>(found), &a));
-    if (a.full) {
-      *out = Outcome::kFull;
-      return absl::OkStatus();
+    const bool overwrite = lw.kind == Lookup::kFound;  // else a free slot, if any
+    int at;
+    if (overwrite) {
+      if (w.kind == WriteKind::kInsert) return absl::OkStatus();
+      w.prev = L::DecodeValue(found + L::kValueWord);
+      at = lw.slot;
+    } else {
+      if (w.kind == WriteKind::kErase) return absl::OkStatus();
+      if (lw.first_free < 0) {
+        *out = Outcome::kFull;
+        return absl::OkStatus();
+      }
+      w.inserted = true;
+      at = lw.first_free;
     }
-    if (a.slot < 0) return absl::OkStatus();
-    const bool overwrite = a.slot == lw.slot && lw.kind == Lookup::kFound;
+    const V* value = w.kind == WriteKind::kErase ? nullptr : w.value;  // null: the slot becomes empty
     uint64_t words[L::kWords];
-    L::MakeSlot(overwrite ? found[L::kStateWord] : lw.free_state, key, a.value, words);
-    const bool key_unchanged = overwrite && a.value != nullptr;
+    L::MakeSlot(overwrite ? found[L::kStateWord] : lw.free_state, key, value, words);
+    const bool key_unchanged = overwrite && value != nullptr;
     const Candidate& c = op.p.c[which];
-    const size_t slot = L::WindowFirstSlot(c.side) + static_cast<size_t>(a.slot);
-    if constexpr (!Policy::kReleaseAfterRemoteWrite) {
+    const size_t slot = L::WindowFirstSlot(c.side) + static_cast<size_t>(at);
+    if constexpr (!Checks::kReleaseAfterRemoteWrite) {
       if (!op.route.native()) {
         // Test-only mutant: release the unit first, then write.
         RETURN_IF_ERROR(c_.lock().Unlock(UnitLock(op, c.unit)));
@@ -574,86 +559,22 @@ class HashMapClient {
     const size_t n_slots = g_.segment_units * hash_map_internal::kSlotsPerUnit;
     std::vector<uint64_t> xs(n_slots * L::kWords), ys(n_slots * L::kWords, 0);
     RETURN_IF_ERROR(units.ReadSegmentSlots(x, xs.data()));
-    const int depth = op.depth;
-    const int new_epoch = depth + 1 - g_.base_depth;
-    for (size_t i = 0; i < n_slots; ++i) {
-      uint64_t* w = xs.data() + i * L::kWords;
-      uint64_t* t = ys.data() + i * L::kWords;
-      if (L::Checksum(w) != w[L::kChecksumWord] || (w[L::kStateWord] & hash_map_internal::kEpochMask) != op.epoch) {
-        return c_.Corrupt(absl::StrCat("segment ", x, " on node ", op.route.home, " has a slot (", i,
-                                       ") with a bad checksum or epoch"));
-      }
-      const bool occupied = L::Occupied(w[L::kStateWord]);
-      const bool move =
-          occupied &&
-          ((hash_map_internal::Place(w[L::kKeyWord], c_.num_nodes(), g_.segment_units).dir >> depth) & 1) != 0;
-      if (move) {
-        std::memcpy(t, w, L::kBytes);
-        t[L::kStateWord] = L::Restamped(0, new_epoch, true);  // Y's slots are fresh: version 0
-        const uint64_t emptied = L::Restamped(w[L::kStateWord], new_epoch, false);
-        std::memset(w, 0, L::kBytes);
-        w[L::kStateWord] = emptied;
-      } else {
-        t[L::kStateWord] = L::Restamped(0, new_epoch, false);
-        w[L::kStateWord] = L::Restamped(w[L::kStateWord], new_epoch, occupied);
-      }
-      t[L::kChecksumWord] = L::Checksum(t);
-      w[L::kChecksumWord] = L::Checksum(w);
+    const int new_epoch = op.depth + 1 - g_.base_depth;
+    const ptrdiff_t bad =
+        SplitSlots<V>(xs.data(), ys.data(), n_slots, op.epoch, op.depth, new_epoch, c_.num_nodes(), g_.segment_units);
+    if (bad >= 0) {
+      return c_.Corrupt(absl::StrCat("segment ", x, " on node ", op.route.home, " has a slot (", bad,
+                                     ") with a bad checksum or epoch"));
     }
-    // The new directory: X's entries (index = dir mod 2^depth's pattern)
-    // split by bit `depth`; doubled first if needed.
-    const size_t old_size = d.entries.size();
-    const int new_depth = std::max(d.depth, depth + 1);
-    std::vector<uint64_t> e = d.entries;
-    e.resize(size_t{1} << new_depth);
-    for (size_t i = old_size; i < e.size(); ++i) e[i] = e[i - old_size];
-    const uint64_t pattern = op.p.dir & ((uint64_t{1} << depth) - 1);
-    size_t first = e.size(), last = 0;
-    for (size_t i = 0; i < e.size(); ++i) {
-      if ((i & ((uint64_t{1} << depth) - 1)) != pattern) continue;
-      e[i] = DirEntry(((i >> depth) & 1) != 0 ? y : x, depth + 1);
-      first = std::min(first, i);
-      last = i;
-    }
-    if (e.size() > old_size) {
-      first = std::min(first, old_size);
-      last = e.size() - 1;
-    }
-    auto publish = [&]() {
-      return units.PublishDirectory(d.version, first, e.data() + first, last + 1 - first, new_depth,
+    SplitDirectory e = DirectoryAfterSplit(d, op.p.dir, op.depth, x, y);
+    RETURN_IF_ERROR(Checks::template SplitWrites<L>(units, x, y, xs.data(), ys.data(), n_slots, new_epoch, [&] {
+      return units.PublishDirectory(d.version, e.first, e.entries.data() + e.first, e.last + 1 - e.first, e.depth,
                                     d.segments + 1);
-    };
-    if constexpr (Policy::kPublishAfterCopy) {
-      RETURN_IF_ERROR(units.WriteSegmentSlots(y, ys.data()));
-      Policy::AfterSplitStep();
-      RETURN_IF_ERROR(units.WriteSegmentSlots(x, xs.data()));
-      Policy::AfterSplitStep();
-      RETURN_IF_ERROR(publish());
-    } else {
-      // Test-only mutant: format Y (every slot empty at the new epoch),
-      // publish, and only then copy the moved entries and restamp X.
-      std::vector<uint64_t> empty(ys.size(), 0);
-      for (size_t i = 0; i < n_slots; ++i) {
-        uint64_t* t = empty.data() + i * L::kWords;
-        t[L::kStateWord] = L::Restamped(0, new_epoch, false);
-        t[L::kChecksumWord] = L::Checksum(t);
-      }
-      RETURN_IF_ERROR(units.WriteSegmentSlots(y, empty.data()));
-      RETURN_IF_ERROR(publish());
-      Policy::AfterSplitStep();
-      for (size_t i = 0; i < n_slots; ++i) {  // versions must move past the format's
-        uint64_t* t = ys.data() + i * L::kWords;
-        t[L::kStateWord] = L::Restamped(L::Restamped(0, new_epoch, false), new_epoch, L::Occupied(t[L::kStateWord]));
-        t[L::kChecksumWord] = L::Checksum(t);
-      }
-      RETURN_IF_ERROR(units.WriteSegmentSlots(y, ys.data()));
-      Policy::AfterSplitStep();
-      RETURN_IF_ERROR(units.WriteSegmentSlots(x, xs.data()));
-    }
+    }));
     d.version = hash_map_internal::NextVersion(hash_map_internal::NextVersion(d.version));
-    d.depth = new_depth;
+    d.depth = e.depth;
     d.segments += 1;
-    d.entries = std::move(e);
+    d.entries = std::move(e.entries);
     return absl::OkStatus();
   }
 
@@ -669,6 +590,6 @@ class HashMapClient {
   std::array<uint64_t, L::kUnitSlotsWords> unit_snap_{};
 };
 
-}  // namespace structures
+}  // namespace structures::hash_map_internal
 
 #endif  // STRUCTURES_HASH_MAP_CLIENT_H_

@@ -15,7 +15,10 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/status/status.h"
+#include "structures/hash_map/directory.h"
 #include "structures/hash_map/layout.h"
+#include "structures/hash_map/placement.h"
+#include "structures/hash_map/search.h"
 
 namespace structures::hash_map_internal {
 

@@ -17,7 +17,10 @@
 #include "rdma/remote_ptr.h"
 #include "rdma/remote_ref.h"
 #include "rdma/session.h"
+#include "structures/hash_map/directory.h"
 #include "structures/hash_map/layout.h"
+#include "structures/hash_map/placement.h"
+#include "structures/hash_map/search.h"
 
 namespace structures::hash_map_internal {
 

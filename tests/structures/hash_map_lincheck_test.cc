@@ -32,7 +32,7 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
     return c;
   }
   void RunAndCheck(const StressConfig& c) {
-    ExpectLinearizable<HashMap<StressValue, HashMapPolicy>>(c, HashMapModel(), absl::Seconds(20), "");
+    ExpectLinearizable<HashMap<StressValue>>(c, HashMapModel(), absl::Seconds(20), "");
   }
 
 
@@ -105,7 +105,7 @@ StressConfig GrowthConfig(const std::string& backend, uint64_t seed) {
 }
 
 TEST_P(HashMapLincheckTest, GrowingMapMixedPaths) {
-  const StressResult r = ExpectLinearizable<HashMap<StressValue, HashMapPolicy>>(
+  const StressResult r = ExpectLinearizable<HashMap<StressValue>>(
       GrowthConfig(GetParam(), 14), HashMapModel(), absl::Seconds(20), "");
   std::printf("%llu splits, %llu operations met a split and retried\n", static_cast<unsigned long long>(r.splits),
               static_cast<unsigned long long>(r.stale));
@@ -148,7 +148,7 @@ TEST_P(HashMapLincheckByteCopiesTest, GrowingMapMixedPaths) {
   c.slow_copy_node = 0;
   c.slow_copy = std::chrono::microseconds(10);
   const StressResult r =
-      ExpectLinearizable<HashMap<StressValue, HashMapPolicy>>(c, HashMapModel(), absl::Seconds(20), "");
+      ExpectLinearizable<HashMap<StressValue>>(c, HashMapModel(), absl::Seconds(20), "");
   std::printf("%llu splits, %llu operations met a split and retried\n", static_cast<unsigned long long>(r.splits),
               static_cast<unsigned long long>(r.stale));
   EXPECT_GE(r.splits, 6u);

@@ -1,5 +1,5 @@
 // The hash map's lock-free reader routines under replayed interleavings: the
-// reader scan (structures/hash_map/layout.h: QuickHit, then ScanWindowsFully,
+// reader scan (structures/hash_map/search.h: QuickHit, then ScanWindowsFully,
 // which make ScanWindows; and ScanWindow) over
 // scripted word accessors, each test fixing exactly which version of a slot
 // every load returns; and the native directory lookup (native_path.h) over a
@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "structures/hash_map/layout.h"
+#include "structures/hash_map/search.h"
 #include "structures/hash_map/native_path.h"
 
 namespace structures::hash_map_internal {
@@ -111,7 +112,7 @@ TEST(HashMapScan, MissPathSeesTheEpochOfASlotRestampedMidScan) {
   EXPECT_EQ(one.kind, Lookup::kStale);
 }
 
-// The test-only mutant that ignores epochs (HashMapPolicy::kReadersCheckEpoch
+// The test-only mutant that ignores epochs (ShippedChecks::kReadersCheckEpoch
 // = false) does say "absent" there: the check above is what catches it.
 TEST(HashMapScan, WithoutTheEpochCheckTheRaceReadsAsAbsent) {
   int loads = 0;

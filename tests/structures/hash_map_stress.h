@@ -17,8 +17,8 @@
 namespace structures::testing {
 
 template <typename Policy>
-struct MapStressTraits<HashMap<StressValue, Policy>> {
-  using Map = HashMap<StressValue, Policy>;
+struct MapStressTraits<hash_map_internal::BasicHashMap<StressValue, Policy>> {
+  using Map = hash_map_internal::BasicHashMap<StressValue, Policy>;
   using SlotL = hash_map_internal::SlotLayout<StressValue>;
   static absl::StatusOr<Map> Create(rdma::Cluster& cluster, const StressConfig& cfg) {
     HashMapOptions mo;
@@ -55,7 +55,7 @@ struct MapStressTraits<HashMap<StressValue, Policy>> {
 
 template <typename Policy>
 StressResult RunStress(const StressConfig& cfg) {
-  return RunMapStress<HashMap<StressValue, Policy>>(cfg);
+  return RunMapStress<hash_map_internal::BasicHashMap<StressValue, Policy>>(cfg);
 }
 
 }  // namespace structures::testing
