@@ -1,6 +1,16 @@
 #ifndef RDMA_CLUSTER_H_
 #define RDMA_CLUSTER_H_
 
+// Cluster: several nodes in one process on one fabric, and the in-process
+// Connector between them (docs/design.md §5). Tests, benchmarks and the demo
+// use it; one node per process uses rdma::verbs::TcpConnector instead.
+//
+//   ClusterOptions o;  o.num_nodes = 3;  o.fabric.kind = FabricKind::kSoft;
+//   auto cluster = Cluster::Create(o);
+//   auto session = (*cluster)->NewSession(/*self=*/1);  // this thread is node 1
+//
+// Thread-safe. Destroy all Sessions before the Cluster.
+
 #include <memory>
 #include <vector>
 

@@ -1,6 +1,9 @@
 #ifndef RDMA_COMPLETION_H_
 #define RDMA_COMPLETION_H_
 
+// Completions as rdma::CompletionQueue returns them, and their conversion to
+// absl::Status (docs/design.md §5, "Errors").
+
 #include <cstdint>
 #include "absl/strings/string_view.h"
 

@@ -1,6 +1,16 @@
 #ifndef RDMA_FABRIC_H_
 #define RDMA_FABRIC_H_
 
+// Fabric: a backend (the soft NIC, or rdma-core verbs) and the factory for its
+// devices, one per node (docs/design.md §5, §6).
+//
+//   FabricOptions o;  o.kind = FabricKind::kAuto;  // verbs if a device exists
+//   auto fabric = OpenFabric(o);
+//   auto device = (*fabric)->OpenDevice(/*node=*/0);
+//
+// Errors: kVerbs with no usable device or port fails (NotFound or
+// FailedPrecondition) with what was found and how to fix it.
+
 #include <memory>
 #include <string>
 #include "absl/strings/string_view.h"

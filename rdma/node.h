@@ -1,6 +1,25 @@
 #ifndef RDMA_NODE_H_
 #define RDMA_NODE_H_
 
+// Node and Connector (docs/design.md §5). A Node is one machine of the
+// cluster: a Device, one registered arena holding all of that node's shared
+// memory, and the responder ends of the RC QPs peers connect to it. A
+// Connector is how a Session reaches the nodes (in one process rdma::Cluster,
+// across processes rdma::verbs::TcpConnector).
+//
+//   auto node = Node::Create(id, std::move(device));  // registers the arena
+//   absl::StatusOr<RemotePtr> p = (*node)->Allocate(64);  // zero-filled
+//
+// Contract:
+//  * Node is thread-safe.
+//  * The arena is registered for local write and remote read, write and
+//    atomic; every word in it has exactly one RMW domain (rdma/rmw_word.h,
+//    docs/design.md §3).
+//  * Allocation is deterministic: the same sequence of calls gives the same
+//    offsets on every node, so processes agree on addresses without
+//    exchanging them.
+//  * Destroy the Sessions and Connectors that use a Node before the Node.
+
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -28,17 +47,7 @@ struct NodeOptions {
   int responder_cq_depth = 1024;
 };
 
-// One machine in the cluster: a device, one registered arena that holds all of
-// this node's shared structure memory, and the responder ends of the RC QPs
-// that other threads connect to it.
-//
-// The arena is registered with local write, remote read, remote write and
-// remote atomic: it is where locks and structures live, and each word in it
-// has exactly one RMW domain (see locks/rmw_word.h). Allocation is
-// deterministic (same sequence of calls -> same offsets on every node), which
-// lets separate processes agree on addresses without exchanging them.
-//
-// Thread-safe.
+// One machine in the cluster (see the top of this file). Thread-safe.
 class Node {
  public:
   static absl::StatusOr<std::unique_ptr<Node>> Create(NodeId id, std::unique_ptr<Device> device,

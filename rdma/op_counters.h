@@ -7,7 +7,10 @@ namespace rdma {
 
 // Hardware-independent cost counts (docs/design.md §8), kept per thread so that the
 // hot path never shares a cache line. rdma::Session bumps them; benchmarks
-// read deltas around the measured region.
+// read deltas around the measured region:
+//   const OpCounters before = ThisThreadCounters();
+//   ...;  // the measured operation
+//   const OpCounters cost = ThisThreadCounters() - before;
 struct OpCounters {
   uint64_t nic_ops = 0;      // work requests handed to a NIC
   uint64_t doorbells = 0;    // post calls (one doorbell per chain)

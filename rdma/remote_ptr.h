@@ -1,6 +1,14 @@
 #ifndef RDMA_REMOTE_PTR_H_
 #define RDMA_REMOTE_PTR_H_
 
+// RemotePtr, a global address (node id + virtual address), and the node the
+// calling thread runs on (ThisThreadNode). docs/design.md §2 says when a
+// pointer is used by the CPU and when through the NIC.
+//
+//   RemotePtr p(/*node=*/2, arena_base + 128);
+//   if (p.is_local()) v = *p.local<uint64_t>();  // CPU, on node 2 only
+//   else v = *session.Read64(p);                 // NIC
+
 #include <cstdint>
 #include <functional>
 #include <ostream>

@@ -1,47 +1,31 @@
 #ifndef RDMA_RMW_WORD_H_
 #define RDMA_RMW_WORD_H_
 
-// RMW-domain words (docs/design.md §3): the types that make "who may read-modify-write
-// this 8-byte word" visible, and enforce it.
-//
-// An RNIC's atomics (CAS, FAA) are atomic only among NIC atomics on the same
-// device; a CPU `lock cmpxchg` and an RDMA CAS on the same word can both
-// "succeed". So every shared 8-byte word in registered memory has exactly one
+// RMW-domain words (docs/design.md §3): types that make "who may
+// read-modify-write this 8-byte word" visible, and enforce it. An RNIC's
+// atomics are atomic only among NIC atomics, so every shared word has one
 // RMW domain:
 //
-//   type        RMW'd by                      the other side may only
-//   ----------  ----------------------------  ------------------------------
-//   CpuWord     CPU atomics on the owner node RDMA READ it / RDMA WRITE it
-//   NicWord     NIC atomics (remote or        CPU-load it / CPU-store it
-//               loopback RDMA CAS/FAA)
-//   PlainWord   nobody                        load/store from both sides
+//   type        RMW'd by                       the other side may only
+//   CpuWord     CPU atomics on the owner node  RDMA READ / RDMA WRITE it
+//   NicWord     NIC atomics (remote/loopback)  CPU-load / CPU-store it
+//   PlainWord   nobody                         load/store from both sides
 //
-// All three are exactly 8 bytes, 8-aligned, standard layout and trivially
-// destructible; the all-zero bit pattern is the value 0, so they can be placed
-// in zero-filled arena memory (rdma::Node::Allocate) and used at once.
+//   struct Line { NicWord tail; CpuWord owner; };
+//   line->owner.CompareAndSwap(0, 1);      // CPU RMW of a CpuWord: fine
+//   line->tail.CompareAndSwap(0, 1);       // NicWord has no CPU RMW: no compile
+//   RemoteRef<Line>::At(p).Field(&Line::tail).CompareAndSwap(s, 0, 1);  // NIC
 //
-// Local (CPU-side) access goes through the word object itself; every CPU access
-// is atomic (std::atomic_ref), because the NIC may copy the same word at any
-// time (the soft NIC uses 8-byte __atomic loads/stores; TSan checks this).
-//
-// Remote (NIC-side) access goes through rdma::RemoteRef<W> (remote_ref.h),
-// which is only ever derived from the field of a struct declared with that
-// word type (`RemoteRef<ALockWord>::At(p).Field(&ALockWord::r_tail)`), never
-// from a caller-chosen offset. So the domain comes from the declaration:
-//
-//   w.CompareAndSwap(0, 1);                       // w a NicWord&: error, no CPU RMW
-//   line.Field(&ALockWord::l_tail)     // a RemoteRef<CpuWord>:
-//       .CompareAndSwap(session, 0, 1);           //   error, constraint not satisfied
-//   RemoteRef<NicWord>::At(p);         // error: words come from fields only
-//
-// tests/locks/rmw_word_test.cc asserts these with concepts (static_assert), so
-// a change that re-adds such a member breaks the build of that test.
-// Misuse that the type system cannot see (Local() on a pointer that is not on
-// this node, a misaligned object) aborts with a message in every build.
-//
-// What the types cannot police: raw rdma::Session::CompareAndSwap on a
-// RemotePtr, or reinterpret_cast to a different word type. Do not do that
-// for words in shared structures; declare the field with the right type.
+// Contract:
+//  * All three are exactly 8 bytes, 8-aligned, standard layout, trivially
+//    destructible, and all-zero is the value 0: zero-filled arena memory
+//    (Node::Allocate) is usable at once.
+//  * Every CPU access is atomic (std::atomic_ref): the NIC may copy the word
+//    at any time. Remote access goes through RemoteRef (remote_ref.h), which
+//    makes word handles only from declared fields, so the domain comes from
+//    the declaration. tests/locks/rmw_word_test.cc pins this with concepts.
+//  * Not policed: raw Session::CompareAndSwap on a RemotePtr, or casting to
+//    another word type. Do not do either on shared words.
 
 #include <atomic>
 #include <cstdint>

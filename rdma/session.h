@@ -1,6 +1,30 @@
 #ifndef RDMA_SESSION_H_
 #define RDMA_SESSION_H_
 
+// Session and Batch: one thread's one-sided access to every node's arena
+// (docs/design.md §5).
+//
+//   auto s = cluster->NewSession(/*self=*/0);  // or Session::Create(node, connector)
+//   absl::StatusOr<uint64_t> v = (*s)->Read64(p);  // one WR, doorbell, round trip
+//   uint64_t old = 0;
+//   rdma::Batch b(**s, lock.node());
+//   b.CompareAndSwap(lock, 0, 1, &old).Read(data, buf, 64);
+//   absl::Status st = b.Execute();             // one doorbell, one round trip
+//
+// Contract:
+//  * Not thread-safe: one Session per thread, one open Batch per Session.
+//    Creating a Session binds the calling thread to its node (ThisThreadNode).
+//  * Errors are absl::Status, never hangs: every completion wait has a
+//    deadline (SessionOptions::completion_timeout). After a failed WR or a
+//    timeout the QP to that node is in error, and operations to that node
+//    fail with FailedPrecondition until Reconnect.
+//  * Order: all of a session's WRs to one node go on one RC QP and execute in
+//    posting order; WRs to different nodes are unordered. Words of one
+//    READ/WRITE land in no fixed order (docs/design.md §3).
+//  * Costs: every call updates ThisThreadCounters() (docs/design.md §8).
+//  * The Session owns its CQ, QPs and scratch buffer; destroy it before the
+//    Node and Connector it was created with.
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -77,16 +101,10 @@ class Batch {
   Batch& Write64(RemotePtr dst, uint64_t value) { return Write(dst, &value, sizeof value); }
   Batch& CompareAndSwap(RemotePtr word, uint64_t expected, uint64_t desired, uint64_t* old_out);
   Batch& FetchAndAdd(RemotePtr word, uint64_t add, uint64_t* old_out);
-  // Sets the fence flag (IBV_SEND_FENCE) on the next WR added: that WR does not
-  // start before every earlier READ and atomic on this QP has completed. In-order
-  // execution at the responder already makes a later READ/atomic see an earlier
-  // WRITE/atomic, so a fence is needed only where a later WR must not overtake
-  // an earlier READ/atomic (RC lets a later WRITE do that). The library posts
-  // no fences: on Soft-RoCE (rxe) a fenced READ or atomic can stall forever
-  // after a retransmission (tests/verbs/README.md "rxe fence";
-  // docs/design.md §6), and the completion deadline's message then names it.
-  // A fenced WRITE is safe on rxe. The soft NIC, which executes a QP's WRs one
-  // at a time, honours fences trivially.
+  // Sets IBV_SEND_FENCE on the next WR added: it starts only after every
+  // earlier READ and atomic on this QP completed. Needed only where a later WR
+  // must not overtake an earlier READ/atomic. The library posts none: a fenced
+  // READ or atomic can stall rxe forever (docs/design.md §5, §6.2).
   Batch& Fence();
 
   size_t size() const { return wrs_.size(); }
@@ -94,28 +112,16 @@ class Batch {
   // Posts the chain (one doorbell) and waits for the last WR (one round trip).
   // On error, says which WR failed; the QP is then in error (Reconnect).
   absl::Status Execute();
-  // Posts the chain (one doorbell) and returns without waiting (no round trip
-  // is counted). Only inline WRITEs are allowed; anything else fails with
-  // InvalidArgument and posts nothing. A READ or atomic would need its result
-  // buffer, and a non-inline WRITE its scratch payload, to stay untouched until
-  // completion; an inline payload is copied at post. The WRITEs still take
-  // send-queue slots until a later signaled WR on this QP completes, and they
-  // execute before anything posted later to the same node: e.g. the hash map's
-  // slot WRITE, followed by the unlocking CAS whose completion proves it landed.
-  // An error completion surfaces at the session's next wait or post on this
-  // node (or in Drain); the QP is then in error (Reconnect).
+  // Posts the chain (one doorbell) and returns without waiting (no round
+  // trip counted). Inline WRITEs only, else InvalidArgument and nothing posted.
+  // They execute before anything posted later to the same node; an error
+  // surfaces at the session's next wait or post on that node, or in Drain
+  // (docs/design.md §5).
   absl::Status PostWithoutWaiting();
 
  private:
   friend class Session;
 
-// One READ to chain into another operation's doorbell (e.g. a lock acquire's,
-// locks::ALockClient::LockAndRead): `len` bytes from `src` to `dst`.
-struct ChainedRead {
-  RemotePtr src;
-  void* dst = nullptr;
-  size_t len = 0;
-};
   struct Copyback {
     void* dst;
     size_t scratch_offset;
@@ -153,21 +159,12 @@ class Session {
 
   // Single verbs: one WR, one doorbell, one round trip each (a one-WR Batch).
   //
-  // Read/Write contract (docs/design.md §5):
-  //  * Each aligned 8-byte word of the transfer is copied whole, i.e. single-copy
-  //    atomic against CPU loads and stores of that word, on real RNICs and on
-  //    the soft NIC's default mode. NOT on Soft-RoCE (rxe), which copies
-  //    payloads byte by byte, so a CPU load racing a WRITE can see a word half
-  //    written and a READ racing a CPU store can return a mixed word (the soft
-  //    NIC's byte_granular_copies mode does the same); see docs/design.md §3.
-  //    Bytes outside whole aligned words have no such guarantee anywhere.
-  //  * The words of one READ or WRITE land in no fixed order, so a multi-word
-  //    READ racing a writer can return any mix of old and new words: validate
-  //    (checksums, versions) rather than assume a snapshot.
-  //  * Separate WRs are ordered only as RC orders them: all of this session's
-  //    WRs to one node go on one QP, whose responder executes them in posting
-  //    order, so a later READ or atomic on it sees an earlier WRITE's data, and
-  //    completions come back in order. WRs to different nodes are unordered.
+  // Read/Write (docs/design.md §3, §5): each aligned 8-byte word is copied
+  // whole on real RNICs and the soft NIC's default mode, NOT on rxe (or the
+  // soft NIC's byte_granular_copies mode), where a word can tear against CPU
+  // accesses. The words of one transfer land in no fixed order, so a
+  // multi-word READ racing a writer can mix old and new words: validate
+  // (checksums, versions) rather than assume a snapshot.
   absl::Status Read(RemotePtr src, void* dst, size_t len);
   absl::Status Write(RemotePtr dst, const void* src, size_t len);
   // One aligned 8-byte word: whole per the contract above, except on rxe.

@@ -1,6 +1,10 @@
 #ifndef RDMA_WORK_REQUEST_H_
 #define RDMA_WORK_REQUEST_H_
 
+// The backend-neutral send work request that rdma::QueuePair::Post takes
+// (rdma/device.h). Most code never builds one: rdma::Session and rdma::Batch
+// do (docs/design.md §5).
+
 #include <cstdint>
 #include "absl/strings/string_view.h"
 

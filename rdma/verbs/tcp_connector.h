@@ -4,9 +4,8 @@
 // A multi-process rdma::Connector: the out-of-band QpEndpoint exchange over
 // TCP, for one local Node per process (e.g. one per Soft-RoCE guest).
 //
-// Backend-neutral (it only moves QpEndpoint/ArenaInfo bytes and calls
-// Node::AcceptConnection); it lives in rdma/verbs/ for now because that is
-// where the verbs work is allowed to write. It can move to rdma/ unchanged.
+// Backend-neutral: it only moves QpEndpoint/ArenaInfo bytes and calls
+// Node::AcceptConnection, so it needs no libibverbs.
 //
 // Every process listens on its own address (peers[local node id]) and serves,
 // on a background thread, one fixed-size binary request per TCP connection:
