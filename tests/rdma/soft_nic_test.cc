@@ -550,8 +550,8 @@ TEST(SoftNic, TimedOutReadNeverLandsInALaterWritesPayload) {
 
 // Reconnect(n) resets n's QP and drops its completions from the shared CQ,
 // but not other nodes' completions: a chain posted to node 2 without waiting
-// completes, and Drain sees it (it waited the whole completion timeout, then
-// failed, when Reconnect(1) had dropped node 2's completion).
+// completes, and Drain sees it (dropping node 2's completion would make Drain
+// wait the whole completion timeout and fail).
 TEST(SoftNic, ReconnectKeepsOtherNodesCompletions) {
   auto cluster = SoftCluster(3);
   RemotePtr on1 = *cluster->node(1).Allocate(8);

@@ -3,7 +3,7 @@
 // CAS (the responder executes a QP's requests in order; ALock relies on it
 // with no fence), and no chain may stall.
 //
-// With FENCE_REPRO_FENCE=1 the READ carries IBV_SEND_FENCE, as ALock's did:
+// With FENCE_REPRO_FENCE=1 the READ carries IBV_SEND_FENCE:
 // on Soft-RoCE that reproduces the rxe fence deadlock within a few runs
 // (tests/verbs/README.md, "rxe fence"). On a stall the thread posts one more
 // READ on the same QP (which reruns rxe's requester) and, with

@@ -114,8 +114,8 @@ check "(d) nothing left after a two-guest run" nothing_left
 # (d) timeout: qemu killed, exit 124, nothing left behind. The single-guest
 # case also checks that the command's output from before the timeout is
 # kept, so its timeout leaves room for the boot and the output: a boot takes
-# ~5 s under TCG, but took 8.3 s on a loaded machine, and a 10 s timeout then
-# fired before "sleeping" had left the guest. In two guests the timeout may
+# ~5 s under TCG and over 8 s on a loaded machine, too close to a 10 s timeout
+# for "sleeping" to leave the guest. In two guests the timeout may
 # fire during the boot, which must clean up just as well (--quick: 10 s).
 TO=25
 TO2=15
