@@ -4,24 +4,23 @@
 // ALock: a lock in one registered line that threads of the lock's own node
 // take with CPU atomics alone (0 NIC ops), while threads of other nodes take
 // it through the NIC (Baran, Nelson-Slivon, Tseng, Palmieri, SPAA 2024).
-// Algorithm and proofs: docs/design.md §4; why the two sides need separate
-// words: §3.
+// Algorithm and proofs: docs/design.md §4; why each side has its own word: §3.
 //
 //   auto client = locks::ALockClient::Create(node, session.get());  // one per thread
 //   if (absl::Status s = (*client)->Lock(lock); !s.ok()) return s;   // native if `lock` is on `node`
 //   ... critical section ...
 //   return (*client)->Unlock(lock);
 //
-// Shape: two MCS queues (cohorts), native threads on the line's CpuWord
-// l_tail, NIC threads (other nodes, and this node's with Path::kLoopback) on
-// its NicWord r_tail; their heads hand off by Peterson over `victim`, and
-// skip it when the other tail is empty. Layouts: locks/alock_types.h.
+// Shape: two MCS queues (cohorts), native threads on the CpuWord l_tail, NIC
+// threads (other nodes, and this node's with Path::kLoopback) on the NicWord
+// r_tail; their heads run Peterson over `victim`, skipping it when the other
+// tail is empty. Layouts: locks/alock_types.h.
 //
 // Contract: ALockClient is a LockClient (lock.h: one per thread, errors,
-// timeouts), plus Create's optional ALockObserver, LockAndRead (the acquire
-// carries the caller's READs in its own round trip) and stats(). The native
-// threads of one lock use either ALockClients or one NativeGate
-// (native_gate.h), never both.
+// timeouts), plus an optional ALockObserver, LockAndRead (the acquire carries
+// the caller's READs in its round trip) and stats(); members are declared in
+// alock_client_internal.h. A lock's native threads use either ALockClients or
+// one NativeGate (native_gate.h), never both.
 //
 // Costs, uncontended (asserted by tests/locks/lock_api_test.cc):
 //   native           0 NIC ops
@@ -29,10 +28,10 @@
 //                    {CAS r_tail 0->me, READ line} chained; release = CAS
 //   contended        + {WRITE victim, READ line}, and one READ per NIC poll
 //
-// Invariants: r_tail changes only by NIC atomics, l_tail only by CPU atomics;
-// a tail is nonzero while its cohort holds or waits. Bound: once a cohort
-// head has written `victim` and waits, the other cohort makes at most its
-// budget B (lock.h Budgets) more acquisitions (alock_fairness_test).
+// Invariants: only NIC atomics change r_tail, only CPU atomics l_tail; a tail
+// is nonzero while its cohort holds or waits. Once a cohort head has written
+// `victim` and waits, the other cohort makes at most its budget (Budgets,
+// lock.h) more acquisitions (asserted by alock_fairness_test).
 
 #include "locks/alock_client_internal.h"
 #include "locks/alock_types.h"

@@ -1,23 +1,25 @@
 #ifndef LOCKS_BASELINES_H_
 #define LOCKS_BASELINES_H_
 
-// The baseline locks of docs/design.md §4, under the LockClient interface. Each uses
-// one kLockBytes line, whose first word is the lock word; the all-zero line is
-// unlocked.
+// The baseline locks that ALock is measured against (docs/design.md §4),
+// behind the same LockClient interface (lock.h), which states the contract:
+// one client per thread, errors as statuses, DeadlineExceeded after
+// ClientOptions::timeout. Usually made by kind:
 //
-//   RdmaSpinClient  word: NicWord. Acquire = RDMA CAS 0 -> token (retried with
-//                   backoff), release = RDMA WRITE 0. Every thread, local ones
-//                   too (loopback), goes through the NIC. Uncontended: 2 NIC
-//                   ops, 2 round trips.
-//   RdmaMcsClient   word: NicWord tail of an MCS queue. Swap = RDMA CAS loop,
-//                   link = RDMA WRITE into the predecessor's descriptor,
-//                   handover = RDMA WRITE into the successor's; a waiter spins
-//                   on its own descriptor in its own memory. Every thread,
-//                   local ones too, goes through the NIC. Uncontended: 2 NIC
-//                   ops, 2 round trips.
-//   LocalMcsClient  word: CpuWord tail; CPU exchange/CAS; native path only (a
-//                   lock of another node or Path::kLoopback: FailedPrecondition).
-//                   The native ceiling: 0 NIC ops.
+//   auto c = locks::NewLockClient(locks::LockKind::kRdmaMcs, node, session.get());
+//
+// Each lock is one kLockBytes line whose first word is the lock word; the
+// all-zero line is unlocked. Uncontended costs (tests/locks/lock_api_test.cc):
+//
+//   kind            lock word          path                     NIC ops  round trips
+//   RdmaSpinClient  NicWord: token     any, locals by loopback  2        2
+//   RdmaMcsClient   NicWord: MCS tail  any, locals by loopback  2        2
+//   LocalMcsClient  CpuWord: MCS tail  native only              0        0
+//
+// RDMA spin: CAS 0 -> token with backoff, WRITE 0 to release. RDMA MCS: swap
+// by CAS loop, link and hand over by RDMA WRITE into the other thread's
+// descriptor; a waiter spins on its own, in its own memory. Local MCS: CPU
+// exchange/CAS, FailedPrecondition for another node's lock or kLoopback.
 
 #include <cstddef>
 #include <cstdint>

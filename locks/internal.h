@@ -1,7 +1,22 @@
 #ifndef LOCKS_INTERNAL_H_
 #define LOCKS_INTERNAL_H_
 
-// Helpers shared by the lock clients. Not part of the public API.
+// Internal helpers of the lock clients in locks/ (ALock and the baselines);
+// not part of the API, and nothing outside locks/ and its tests uses them.
+//
+//   Spinner          a bounded wait: spin, then yield, until ClientOptions::timeout
+//   CheckLockPtr     a lock pointer's null / alignment check (InvalidArgument)
+//   NamesDescriptorLine, CheckDescriptorRaw
+//                    whether a queue word read from registered memory names a
+//                    descriptor line; a waiter acts only on complete values
+//                    (docs/design.md §4, "Defending against torn WRITEs")
+//   DescriptorLines  a client's descriptor lines; a line an error may have
+//                    left in a queue is retired, never reused
+//   HeldSlots        the locks a client holds, one slot each
+//
+// Like the clients that use them, none of these is thread-safe: each belongs
+// to one client, used by one thread. Errors are returned as statuses, never
+// aborts: a corrupted queue word is DataLoss naming where it was read.
 
 #include <chrono>
 #include <cstddef>
@@ -38,9 +53,8 @@ class Spinner {
   explicit Spinner(const ClientOptions& o) : timeout_(o.timeout), yield_after_(o.spins_before_yield) {}
 
   // Call after each unsuccessful poll. False once the deadline has passed.
-  // The deadline starts at the first yield (also with spins_before_yield <=
-  // 0, which means "yield at once"; it used to stay unset then, and every
-  // wait timed out at its 16th poll).
+  // The deadline starts at the first yield (at once when
+  // spins_before_yield <= 0).
   bool Spin() {
     ++n_;
     if (n_ < yield_after_) {
@@ -115,18 +129,13 @@ inline absl::Status CheckDescriptorRaw(rdma::Session& s, uint64_t raw, absl::str
       "is waited out until ClientOptions::timeout; see tests/verbs/README.md \"rxe torn WRITE\")"));
 }
 
-// The descriptor lines of a queue lock's client (MCS-style: ALock and the
-// MCS baselines): one 64-byte line per slot in the client's node's arena,
-// first allocated as one block. After an error inside Lock or Unlock a
-// slot's line may still be linked in that lock's queue: a predecessor may
-// still hand it the lock (its budget) or a successor link behind it (its
-// next), as a CPU store or a late RDMA WRITE. Reusing the line for another
-// lock would let that late hand-over grant the other lock (two holders), or
-// take the other lock's successor. Retire gives the slot a fresh line and
-// never frees or reuses the old one: the leak is one line per error, which
-// is the price of "after an error the lock may be unusable, like a crashed
-// holder's" (lock.h) not spreading to other locks. A slot whose fresh line
-// cannot be allocated is unusable from then on.
+// The descriptor lines of a queue lock's client (ALock and the MCS
+// baselines): one 64-byte line per slot in the client's node's arena, first
+// allocated as one block. After an error inside Lock or Unlock a slot's line
+// may still be linked in that lock's queue, where a late hand-over or link
+// could reach it; Retire gives the slot a fresh line and never frees or
+// reuses the old one (one leaked line per error), so the broken lock cannot
+// grant another. A slot whose fresh line cannot be allocated stays unusable.
 class DescriptorLines {
  public:
   static constexpr size_t kLineBytes = 64;

@@ -1,44 +1,32 @@
 #ifndef LOCKS_LOCK_H_
 #define LOCKS_LOCK_H_
 
-// The common lock interface: lock tables in registered memory, addressed by
-// rdma::RemotePtr, and a per-thread LockClient that acquires and releases them
-// over the native, loopback or remote path (docs/design.md §2, §4).
+// The common lock interface: locks are 64-byte lines in registered memory,
+// addressed by rdma::RemotePtr; a per-thread LockClient takes them over the
+// native, loopback or remote path (docs/design.md §2, §4).
 //
-// Quick start (what a structure built on the locks does):
-//
-//   // Once, on the node that owns the locks (before publishing the table):
-//   auto table = locks::LockTable::Create(cluster->node(0), /*count=*/1024,
-//                                         {locks::LockKind::kALock, {.local = 5, .remote = 5}});
-//   // Per thread (each thread its own Session; the client lives on that node):
-//   auto session = cluster->NewSession(my_node);
-//   auto client = locks::ALockClient::Create(cluster->node(my_node), session->get());
-//   // or, kind-agnostic: locks::NewLockClient(kind, node, session, options)
-//   RemotePtr l = table->at(key % table->size());
-//   if (absl::Status s = (*client)->Lock(l); !s.ok()) ...      // native if l is on my node
+//   // Once, on the node that owns the locks, before publishing them:
+//   auto table = locks::LockTable::Create(node0, /*count=*/1024, {locks::LockKind::kALock});
+//   // Per thread, with that thread's own Session on its node:
+//   auto client = locks::NewLockClient(locks::LockKind::kALock, my_node, session.get());
+//   rdma::RemotePtr l = table->at(key % table->size());
+//   if (absl::Status s = (*client)->Lock(l); !s.ok()) ...  // native if l is on my node
 //   ... critical section ...
-//   (*client)->Unlock(l);
-//   (*client)->Lock(l, locks::Path::kLoopback);               // force the NIC path on my node
+//   (*client)->Unlock(l);                                  // or a LockGuard
 //
-// Every lock kind occupies one 64-byte, 64-aligned line (kLockBytes), and the
-// all-zero line is a valid unlocked lock with default parameters, so a lock
-// may also be embedded in a caller's own zero-filled arena allocation (call
-// InitLock to set non-default budgets before publishing it).
+// Contract. A LockClient serves one thread (like its Session), holds at most
+// ClientOptions::max_held locks, and is not reentrant. Every Lock/Unlock
+// returns a status and never waits forever: a NIC failure comes back as its
+// status, a wait past ClientOptions::timeout as DeadlineExceeded. After an
+// error the lock may be unusable, like one whose holder crashed; the client
+// stays usable for other locks (it never reuses a descriptor an error may
+// have left in a queue: lock_internal::DescriptorLines).
+// Costs per kind: locks/alock.h, locks/baselines.h, docs/design.md §4.
 //
-// Threading: a LockClient is used by one thread (like its Session). Locks are
-// not reentrant. A client may hold up to ClientOptions::max_held locks at once
-// (each held lock uses one of its descriptors).
-//
-// Errors: a NIC failure during Lock/Unlock (error completion, dead node,
-// completion timeout) is returned as a non-OK absl::Status; a wait that exceeds
-// ClientOptions::timeout returns DeadlineExceeded. Nothing waits forever.
-// After an error the lock may be left unusable (as with any queue lock whose
-// member vanished); the caller treats it like a crashed holder. The client
-// stays usable for other locks: a queue lock's client never reuses a
-// descriptor that an error may have left in a queue (it takes a fresh
-// 64-byte line for that slot and leaks the old one; lock_internal::
-// DescriptorLines), so a late hand-over of the broken lock cannot grant
-// another one.
+// Invariants. Every kind's lock is one kLockBytes line, kLockAlign-aligned,
+// and the all-zero line is unlocked with default parameters, so a lock may
+// sit in any zero-filled allocation (InitLock sets non-default budgets before
+// publication).
 
 #include <chrono>
 #include <cstddef>

@@ -2,61 +2,31 @@
 #define LOCKS_NATIVE_GATE_H_
 
 // NativeGate: the native side of one ALock, shared by every native thread of
-// this process that takes it (docs/design.md §4, "Native gate"). For locks
-// that the same few native threads take back to back all the time, such as a
-// queue's head and tail.
+// this process that takes it. For a lock the same few native threads take
+// back to back, such as a queue's head and tail: ALock's native cohort is a
+// fair MCS queue and hands the lock across cores on every acquisition; the
+// gate is unfair, so one thread may run many critical sections in a row.
+// Design and correctness argument: docs/design.md §4, "Native gate".
 //
-// Why. ALock's native cohort is an MCS queue: fair, so two native threads
-// that take one lock in turn hand it over on every acquisition, a cross-core
-// round trip each. A container behind a std::mutex does better under such
-// contention because the mutex is unfair: one thread runs many critical
-// sections while the other waits, and everything stays in one cache.
+//   auto gate = locks::NativeGate::Create(node, lock, options);  // once, shared
+//   absl::Status s = (*gate)->Run([&] { ...critical section...; return absl::OkStatus(); });
 //
-// What. An unfair gate (a test-and-test-and-set word that also counts its
-// waiters) that is the ALock's native flag itself: the gate word is the
-// lock's l_tail, which a native thread would otherwise swap its MCS
-// descriptor into. One bit says a native thread holds the gate, the bits
-// from 8 up count the native threads waiting for it; the word is nonzero, so
-// the native side's Peterson flag is up, while any native thread holds or
-// waits (and then its low byte is never 0, so a NIC READ that copies it a
-// byte at a time while it changes cannot see it as 0 either).
-// Entering is one CPU CAS of l_tail, 0 -> held, which raises the flag; the
-// holder then runs ALock's native Peterson half (one load of r_tail when no
-// NIC thread is there) unless the native side has won it already and kept
-// it. The native side keeps it (the lease) while native threads keep coming,
-// and gives it up:
-//   * when no native thread waits at the gate: leaving then takes l_tail
-//     back to 0, and with it the flag (the lease never outlives native
-//     presence: with nobody left to release it, a NIC waiter would wait
-//     forever);
-//   * when the NIC cohort waits (the lock's r_tail is not empty) and the
-//     native side has had the lock's native budget of critical sections
-//     since it won Peterson: the next holder runs Peterson again, and its
-//     victim = local lets the NIC cohort in first. ALock's bound (a waiting
-//     NIC cohort sees at most B_local native critical sections) still holds;
-//   * after an error.
-// The keep-or-give decision and the gate's release are one CAS on the gate
-// word: a thread that arrives after it finds the gate free and takes it; one
-// that arrived before is counted, and leaves only by taking the gate (or,
-// timing out, by un-counting itself while the gate is held, so the holder's
-// CAS sees it). Only the holder that takes the word to 0 lowers the flag, and
-// it forgets the lease as it does.
+// Contract. Thread-safe. Every native acquisition of `lock` goes through its
+// one gate, made while no native thread holds or waits for the lock: the
+// gate word is the lock's l_tail, which an ALockClient taking the lock
+// natively would corrupt. NIC-path acquisitions are unchanged (they only ask
+// whether l_tail is 0). Errors: DeadlineExceeded after ClientOptions::timeout
+// of waiting at the gate or behind a NIC holder, or the step's own status.
+// Costs, uncontended: 0 NIC ops; a CPU CAS on l_tail to enter and one to
+// leave, plus a load of r_tail when the native side does not already hold
+// the lock (the lease).
 //
-// Contract. Every native acquisition of `lock` goes through one NativeGate,
-// made while no native thread holds the lock (its owner makes one per lock
-// and shares it): the gate word is l_tail, so an ALockClient taking the same
-// lock natively would corrupt it. NIC-path acquisitions are unchanged (the
-// NIC cohort only reads l_tail, and only asks whether it is 0). Thread-safe.
-//
-// Costs, uncontended: 0 NIC ops; one CPU CAS on l_tail to enter and one to
-// leave, and a load of r_tail when the lease is not held. Back to back under
-// contention: the two CASes only.
-//
-// Waiting: a waiter backs off, then yields, or parks (NativeGateOptions).
-//
-// Errors: DeadlineExceeded after ClientOptions::timeout of waiting behind a
-// NIC holder (ALock's native Peterson wait) or behind other native threads
-// at the gate, or the step's own status.
+// Invariants. The gate word is nonzero, the native Peterson flag up, exactly
+// while a native thread holds or waits at the gate, and its low byte is never
+// 0 then. The lease (the native side keeps the lock between holders) lasts
+// only while native threads are counted at the gate, and ends once a waiting
+// NIC cohort has seen the lock's native budget of critical sections, so
+// ALock's fairness bound holds.
 
 #include <atomic>
 #include <chrono>
@@ -86,22 +56,18 @@ struct NativeGateStats {
 
 // How a gate's waiters wait once their spins are over.
 struct NativeGateOptions {
-  // 0 (the default): yield and look again, still counted, so the holder
-  // keeps the lease for me. > 0: park: stop counting myself (a sleeping
-  // thread keeps no lease and no NIC waiter out) and sleep this long, plus
-  // the kernel's timer slack (typically 50 us), before looking again. Native
-  // threads that take the same gates back to back then run in bursts, one
-  // alone while the others sleep, as behind a std::mutex: a queue's 2 native
-  // threads that both enqueue and dequeue move 30-130% more values, but
-  // native threads next to NIC threads lose 20-50% (README, "Queue").
+  // 0 (the default): yield and look again, still counted, so the holder keeps
+  // the lease for me. > 0: park: un-count myself (a sleeping thread keeps no
+  // lease and no NIC waiter out) and sleep this long, plus the kernel's timer
+  // slack, before looking again. Native threads sharing gates then run in
+  // bursts, as behind a std::mutex; what that gains and costs for the queue
+  // is measured in bench/README.md.
   std::chrono::microseconds park{0};
 };
 
-// Cache-line aligned (and so padded to whole lines): gates are made back to
-// back (a queue makes a ring's tail and head gates in a row), and two gates
-// sharing a line would move it between the cores that use them on every
-// operation. That false sharing once cost a 1-producer/1-consumer queue 40%
-// of its throughput (docs/design.md §4, "Native gate").
+// Cache-line aligned (and so padded to whole lines): gates made one after
+// the other, as a queue makes its ring's tail and head gates, must not share
+// a line between the cores that use them.
 class alignas(64) NativeGate {
  public:
   // A gate for the ALock at `lock`, which lives on `node` (hosted by this

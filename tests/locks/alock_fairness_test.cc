@@ -141,11 +141,11 @@ void RunOnce(const FairnessCase& param, uint64_t waits[2]) {
         }
         if (it % 8 == 0) std::this_thread::yield();
         // Now and then a local holder stays a while, so that some remote
-        // leader's Peterson round lands while the local flag is up. With a
-        // slow NIC (byte copies under TSan on a loaded machine) a remote
-        // round took so long that the local holder was always gone by the
-        // time it read the flag: the remote cohort never waited in 4 runs
-        // (CI43), and the bound went unchecked in that direction.
+        // head's Peterson round lands while the local flag is up. Without
+        // it, a slow NIC (byte copies under TSan on a loaded machine) can
+        // make every remote round so long that the local holder is always
+        // gone by the time it reads the flag: the remote cohort would never
+        // wait, and the bound would go unchecked in that direction.
         if (me == static_cast<int>(Cohort::kLocal) && it % 64 == 63) {
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }

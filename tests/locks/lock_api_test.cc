@@ -285,8 +285,7 @@ TEST_F(LockApiTest, AFailedAttemptRetiresItsLineOnlyIfItMayHaveQueuedIt) {
 
 // spins_before_yield = 0 means "yield at once", not "time out at once": a
 // waiter behind a holder that leaves after 50 ms gets the lock (the deadline
-// used to be set only at exactly spins_before_yield spins, so with 0 every
-// wait failed at its 16th poll).
+// is set at the first yield, also with 0, so no wait fails at its 16th poll).
 TEST_F(LockApiTest, YieldingAtOnceStillWaitsTheWholeTimeout) {
   ClientOptions o;
   o.spins_before_yield = 0;

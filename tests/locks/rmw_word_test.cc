@@ -55,7 +55,7 @@ static_assert(HasCpuCompareAndSwap<CpuWord> && HasCpuCompareExchange<CpuWord> &&
               HasCpuFetchAndAdd<CpuWord>);
 static_assert(!HasNicCompareAndSwap<CpuWord> && !HasNicSwap<CpuWord> && !HasNicFetchAndAdd<CpuWord> && !HasNicCompareAndSwapIn<CpuWord>,
               "a NIC RMW on a CPU-domain word must not compile");
-// NIC words: NIC RMWs yes, CPU RMWs no (the example misuse of the issue).
+// NIC words: NIC RMWs yes, CPU RMWs no.
 static_assert(HasNicCompareAndSwap<NicWord> && HasNicSwap<NicWord> && HasNicFetchAndAdd<NicWord> && HasNicCompareAndSwapIn<NicWord>);
 static_assert(!HasCpuCompareAndSwap<NicWord> && !HasCpuCompareExchange<NicWord> && !HasCpuSwap<NicWord> &&
                   !HasCpuFetchAndAdd<NicWord>,
@@ -93,8 +93,8 @@ concept FieldHasCpuSwap = requires(ALockWord& line) { (line.*kMember).Swap(uint6
 static_assert(FieldHasNicCompareAndSwap<&ALockWord::r_tail> && FieldHasNicSwap<&ALockWord::r_tail> &&
               FieldHasNicFetchAndAddIn<&ALockWord::r_tail>);
 static_assert(!FieldHasCpuSwap<&ALockWord::r_tail>, "a CPU RMW on the NIC-domain r_tail must not compile");
-// ALock's l_tail is CPU-domain: the reverse. This is the bug the issue named:
-// RemoteWord<NicWord>(lock + kLTailOffset).CompareAndSwap(...) used to compile.
+// ALock's l_tail is CPU-domain: the reverse, so a NIC CAS on l_tail (the
+// domain-mixing bug of docs/design.md §3) cannot be written.
 static_assert(!FieldHasNicCompareAndSwap<&ALockWord::l_tail> && !FieldHasNicSwap<&ALockWord::l_tail> &&
                   !FieldHasNicFetchAndAddIn<&ALockWord::l_tail>,
               "a NIC RMW on the CPU-domain l_tail must not compile");

@@ -507,7 +507,7 @@ int main(int argc, char** argv) {
   if (!(cfg.warmup >= 0)) return BadInput(absl::StrCat("--warmup must be >= 0 (got ", cfg.warmup, ")"));
   if (!(cfg.duration > 0)) return BadInput(absl::StrCat("--duration must be > 0 (got ", cfg.duration, ")"));
   // Finite and at most a day: larger values overflow the clock's duration
-  // (inf became a window that ended at once, and a row of zeros).
+  // (inf would make a window that ends at once, and a row of zeros).
   constexpr double kMaxSeconds = 86400;
   if (!(cfg.warmup <= kMaxSeconds)) return BadInput(absl::StrCat("--warmup must be at most ", kMaxSeconds, " s"));
   if (!(cfg.duration <= kMaxSeconds)) return BadInput(absl::StrCat("--duration must be at most ", kMaxSeconds, " s"));
