@@ -2,9 +2,20 @@
 #define RDMA_DEVICE_H_
 
 // The backend-neutral verbs objects: device (context + protection domain),
-// memory region, completion queue and RC queue pair. Backends (rdma/soft,
-// rdma/verbs) implement these; everything above rdma/ uses only this file
-// and rdma/session.h. Objects are created by a Device and must not outlive it.
+// memory region, completion queue and RC queue pair (docs/design.md §5).
+// Backends implement them: rdma/soft (§6.1) and rdma/verbs.
+//
+//   auto mr = device.RegisterMemory(buf, len, kLocalWrite | kRemoteRead);
+//   auto cq = device.CreateCompletionQueue(256);
+//   auto qp = device.CreateQueuePair(cq->get(), QpOptions{});
+//   (*qp)->Connect(peer_endpoint);             // endpoints swapped out of band
+//   (*qp)->Post(chain);  (*cq)->Wait(out, PollMode::kBusy, timeout);
+//
+// Contract: a Device's objects must not outlive it, and QPs must not outlive
+// their CQ. A QP is posted to, connected and reset by one thread at a time; its
+// CQ may be polled by another. Errors are absl::Status (see each method) or
+// error completions, never a silent hang. Code above rdma/ posts through
+// rdma::Session (rdma/session.h) rather than these objects directly.
 
 #include <array>
 #include <chrono>

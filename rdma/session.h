@@ -68,27 +68,20 @@ struct ChainedRead {
 
 // A chain of work requests to one node, posted on the session's RC QP to that
 // node (docs/design.md §5). Contract:
-//  * One doorbell per Execute or PostWithoutWaiting, however many WRs.
-//  * Selective signaling: only the last WR is signaled. A failing WR still
-//    completes with its error (as in verbs); the QP then enters the error
-//    state, and the WRs after it complete as flushed.
-//  * Order: every chain this session posts to one node goes on the same RC QP,
-//    and the responder executes that QP's WRs in posting order, within a
-//    chain and across chains. So a later READ or atomic sees the effect of an
-//    earlier WRITE or atomic of the same QP without any fence (ALock's
-//    {CAS, READ} and the hash map's WRITE-then-unlock-CAS rely on this), and
-//    completions come back in order. Nothing orders WRs sent to different
-//    nodes, and the words of a single READ/WRITE land in no fixed order (see
-//    Session::Read).
-//  * WRITEs up to the QP's inline limit (the device's, capped at 64 bytes) are
-//    posted inline. Every WRITE payload is copied into the session's scratch
-//    buffer when it is added, so the caller's buffer may be reused at once.
-//  * Results of Read/CompareAndSwap/FetchAndAdd are written to the caller's
-//    pointers only when Execute returns OK.
-//  * A mistake while building (a pointer on another node or outside its arena,
-//    scratch or send queue too small) is sticky: later additions are ignored
-//    and Execute/PostWithoutWaiting return the first error.
-// A Batch borrows its Session: one open Batch per session at a time.
+//  * One doorbell per Execute or PostWithoutWaiting; only the last WR is
+//    signaled. A failing WR still completes with its error, the QP enters the
+//    error state, and the WRs after it complete as flushed.
+//  * The responder executes the chain in order, after every earlier chain this
+//    session posted to that node: a later READ or atomic sees an earlier WRITE
+//    or atomic with no fence (ALock's {CAS, READ}, the hash map's WRITE then
+//    unlocking CAS).
+//  * WRITEs up to the QP's inline limit (the device's, capped at 64 bytes) go
+//    inline; every WRITE payload is staged when added, so the caller's buffer
+//    may be reused at once. Read/CAS/FAA results reach the caller's pointers
+//    only when Execute returns OK.
+//  * A building error (pointer off the target node or outside its arena,
+//    scratch or send queue too small) is sticky: Execute/PostWithoutWaiting
+//    return it. One open Batch per Session.
 class Batch {
  public:
   Batch(Session& session, NodeId target);
