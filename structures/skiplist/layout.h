@@ -4,59 +4,34 @@
 // The ordered map's memory layout in registered memory, its node checksum and
 // the pure functions over a node's image. No I/O.
 //
-// One node's part is a pool of fixed-size wide nodes behind a header:
-//
 //   offset 0           PartHeader  alloc_lock (ALock), next_free, free_head
 //   kNodesOffset       Node 0      the part's head (owns the part's first keys)
 //   + i * kNodeBytes   Node i      handed out by the allocator, freed when emptied
 //
-// A node is a B-link leaf with a skiplist tower: up to kFanout entries (key,
-// value) in no particular order (an occupancy bitmap says which are live;
-// keys and values in separate arrays, so a lookup touches few lines), a
-// fence [low, high) of the keys it owns, and next[0..height) links. Level 0
-// links every live node of the part in key order, and node X's next[0] owns
-// keys from X's high on; levels above are shortcuts (hints) for the descent.
+// A node is a B-link leaf with a skiplist tower: an ALock line, then version,
+// meta (occupancy bitmap, height, bounded, live), the fence [low, high) of
+// keys it owns, next[0..height), kFanout keys and their values in no order,
+// and a checksum. next[0] links every live node of the part in key order;
+// higher levels are hints for the descent. The all-zero part is an empty map.
 //
-// Every word's RMW domain (docs/design.md §3), fixed by its declared type:
+// RMW domains (docs/design.md §3), fixed by each word's declared type: the
+// locks' r_tail is NicWord (NIC CAS), l_tail CpuWord (CPU atomics); every
+// other word is a PlainWord nobody RMWs: next_free and free_head are stored
+// by the alloc_lock holder, a node's version .. checksum by its lock holder
+// (CPU stores or RDMA WRITEs), and anyone loads them (CPU or READ).
 //
-//   word                      type       RMW'd by          others
-//   ------------------------  ---------  ----------------  -------------------------
-//   alloc_lock / lock .r_tail NicWord    NIC CAS (NIC      CPU-load it
-//                                        lockers)
-//   alloc_lock / lock .l_tail CpuWord    CPU (native       RDMA READ it
-//                                        lockers)
-//   ... .victim, .budgets     PlainWord  nobody            store/load, both sides
-//   next_free, free_head      PlainWord  nobody            the alloc_lock holder
-//                                                          stores; holders load
-//   node version .. checksum  PlainWord  nobody            the node-lock holder
-//                                                          stores (CPU stores or
-//                                                          RDMA WRITEs); anyone
-//                                                          loads (CPU or READ)
-//
-// Invariants (the argument is in structures/README.md, "Ordered map"):
-//  1. A node's words change only under its lock; `version` is odd while a
-//     writer changes them and grows by 2 per write; `checksum` covers every
-//     word from `version` on, with the version's new (even) value.
-//  2. A node's `low` never changes while it is live. An emptied node is
-//     unlinked (its range merged into its level-0 predecessor, which is
-//     written first), marked dead (not kLive) and freed for reuse; a reused
-//     node is live again with another range. So a link, a cached location or
-//     a copy may name a node that is dead or now owns other keys: every reader
-//     checks, on a validated copy, that the node is live and owns the key
-//     (low <= key < high), and moves right or descends again when not.
-//     Erased entries are reused in place.
-//  3. At any instant the live nodes' [low, high) at level 0 are disjoint and
-//     a key's entry (if any) is in the node owning it. They cover the part's
-//     key range except while a split is between its two writes: under the new
-//     right node's lock, the left node's write lowers its high to the median
-//     and links the right node, then the right node's write (entries, fence,
-//     links, kLive) lands. In between, [median, old high) has no live owner;
-//     a reader that moves right into it waits for the right node's lock. (The
-//     right node first would make two live owners of that range when the
-//     right node is a reused one that stale references still name.)
-//  4. next[i] of a live node is 0 or a live node with a larger low (every
-//     level is sorted: a node is unlinked from every level before it dies),
-//     which is all a descent needs of the levels above 0.
+// Invariants (docs/design.md §9.3):
+//  1. A node's words change only under its lock; version is odd while a
+//     writer is inside and grows by 2 per write; checksum covers version ..
+//     the last entry, with the new (even) version.
+//  2. A live node's low never changes. An emptied node is unlinked, its range
+//     merged into its level-0 predecessor, marked dead and freed; reused, it
+//     is live with another range. So readers check on a validated copy that a
+//     node is live and owns the key, and move right or descend again if not.
+//  3. Live nodes' [low, high) are disjoint and hold their keys' entries. They
+//     cover the part except while a split is between its two writes (the
+//     left node's, then the new right node's, under the right node's lock).
+//  4. next[i] of a live node is 0 or a live node with a larger low.
 
 #include <algorithm>
 #include <cstddef>
@@ -128,7 +103,7 @@ struct NodeImage {
   bool Owns(uint64_t key, bool head) const { return (head || key >= low) && (!bounded() || key < high); }
   bool Occupied(size_t i) const { return (bitmap() >> i) & 1; }
   uint64_t Next0() const { return next[0]; }
-  // (Test-only mutant support: a copy that claims no entries.)
+  // A copy that claims no entries (for the test-only kMoveRight mutant).
   void ForgetEntries() { SetBitmap(0); }
 
   // The checksum of the words as they are now (0 for an all-zero image).
@@ -148,7 +123,7 @@ struct NodeImage {
     }
     return -1;
   }
-  // The entry with the smallest key >= `key` (after `after` when set), or -1.
+  // The entry with the smallest key >= `key`, or -1.
   int LowerBound(uint64_t key) const {
     int best = -1;
     for (size_t i = 0; i < kFanout; ++i) {
@@ -229,7 +204,7 @@ struct NodeLayout {
 };
 
 // The offsets the NIC path computes with are the struct's. Instantiated by
-// SkipList<V> (a class cannot assert on itself while incomplete).
+// BasicSkipList (a class cannot assert on itself while incomplete).
 template <typename V>
 constexpr bool NodeLayoutOk() {
   using N = Node<V>;

@@ -4,8 +4,8 @@
 // The ordered map's native word accessor: the home node's part in place, read
 // and written with CPU loads and stores, every one an 8-byte atomic access
 // through rdma::PlainWord (the NIC may copy the same words at any time). The
-// same interface as RemoteNodes (rdma_path.h), so the algorithm in client.h
-// is written once.
+// same interface as RemoteNodes (rdma_path.h), so the algorithm (client.h
+// and the files it includes) is written once.
 //
 // Readers without the lock copy a node under its version (a seqlock): the
 // copy is valid when the version was even and unchanged around it. A writer

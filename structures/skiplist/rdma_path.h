@@ -24,7 +24,7 @@
 //    unlocks the right node after both: the right node never owns its range
 //    while the left node still does, and a reader that follows the new link
 //    before the right node's image lands finds it not owning the key and
-//    waits for its lock (client.h, Split and ReadLeaf).
+//    waits for its lock (split.h, search.h).
 
 #include <cstddef>
 #include <cstdint>

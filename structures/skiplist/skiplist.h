@@ -1,70 +1,39 @@
 #ifndef STRUCTURES_SKIPLIST_SKIPLIST_H_
 #define STRUCTURES_SKIPLIST_SKIPLIST_H_
 
-// A distributed ordered map from 64-bit keys to trivially copyable values of
-// up to 56 bytes. The key space is range-partitioned over the nodes (split
-// keys given at creation); each node's range lives in its registered arena as
-// a skiplist of wide nodes (B-link leaves with towers, layout.h). Any thread
-// on any node may use the whole map. Linearizable for any mix of paths
-// (Get, Contains, Put, Insert, Erase, LowerBound); Scan is weakly consistent.
+// SkipList<V>: a distributed ordered map from 64-bit keys to trivially
+// copyable values of up to 56 bytes. The key space is range-partitioned over
+// the nodes by split keys fixed at creation; each node's range is a skiplist
+// of wide nodes (B-link leaves with towers, layout.h) in its arena. Any
+// thread on any node may use the whole map.
 //
 //   ASSIGN_OR_RETURN(auto map, structures::SkipList<Row>::Create(*cluster, {}));
-//   // per thread, on node n, with that thread's own Session:
-//   ASSIGN_OR_RETURN(auto client, map.NewClient(node, session.get()));
+//   ASSIGN_OR_RETURN(auto client, map.NewClient(node, session.get()));  // per thread
 //   absl::StatusOr<std::optional<Row>> prev = client->Put(42, row);
-//   absl::StatusOr<std::optional<std::pair<uint64_t, Row>>> lb = client->LowerBound(40);
-//   absl::StatusOr<std::vector<std::pair<uint64_t, Row>>> some = client->Scan(0, 100);
+//   auto lb = client->LowerBound(40);     // smallest key >= 40, with its value
+//   auto some = client->Scan(0, 100);     // up to 100 pairs from key 0 on
 //
-// Paths (per operation, rdma::Path; an ordered read that runs past its home's
-// range continues into the next nodes' parts on the path it can take there):
-//   native    the key's home is the client's node (kAuto or kNative): CPU
-//             loads, stores and ALock's native cohort. No NIC op unless a NIC
-//             writer holds the node's lock.
-//   loopback  the home is the client's node and path == kLoopback.
-//   remote    the home is another node: one-sided READ/WRITE and ALock's NIC
-//             cohort, no RPC, no help from the home's CPU; new nodes are
-//             allocated (and emptied ones freed) one-sidedly too: the part's
-//             allocator is a counter and a free list under their own ALock.
+// Contract. Thread safety: the map is shared; a Client is one thread's (with
+// that thread's own Session; null: native paths only). Linearizable for any
+// mix of paths (Get, Contains, Put, Insert, Erase, LowerBound); Scan is
+// weakly consistent. Paths (rdma::Path): native (CPU loads, stores, ALock's
+// native cohort) when the key's home is the client's node; loopback; remote
+// (one-sided READ/WRITE/CAS, no RPC, the home's CPU not involved). Ordered
+// reads continue into the next nodes' parts. Costs, uncontended (asserted
+// by tests/structures/skiplist_test.cc):
 //
-// Concurrency (invariants in layout.h; the argument in structures/README.md,
-// "Ordered map"): writers lock the node that owns the key (ALock: native
-// cohort on CPU atomics, NIC cohort on RDMA CAS) and publish a new version of
-// it; readers take no lock and validate what they copied (native: the node's
-// version, a seqlock; NIC: the node's checksum), then move right when the key
-// is past the node's high fence (a split since they read the link). Erased
-// entries are reused in place; an emptied node is unlinked (its range merged
-// into its predecessor), marked dead and reused by a later split. Every
-// reader checks on a validated copy that the node is live and owns the key,
-// so a stale link or remembered location (clients remember where leaves are:
-// low key -> node) is only a longer walk.
+//   native                      any operation          0 NIC ops
+//   remote/loopback, leaf known Get / Contains         1 READ, 1 round trip
+//                               Put, Erase / Insert    8 / 10 NIC ops, 2 round trips
+//                               Scan(k, 100), 8/node   13 READs, 3 round trips
+//   a split adds the allocator's lock, the new node's lock and its tower links
 //
-// Costs (uncontended, asserted by tests/structures/skiplist_test.cc):
-//   native, any operation: 0 NIC ops.
-//   remote/loopback Get or Contains with the leaf's location remembered:
-//     1 READ, 1 round trip. Without it: one READ per node the descent looks
-//     at (about 2 per level used), then the leaf's.
-//   remote/loopback Put/Insert/Erase without a split, location remembered:
-//     2 round trips: {CAS lock, READ lock line, READ image} in one doorbell;
-//     {WRITE version+1, WRITE the changed words (the value; an insert also
-//     the key and the occupancy bitmap), WRITE checksum, WRITE version+2}
-//     posted inline without waiting; the unlocking CAS. 8 NIC ops for an
-//     overwrite or an erase, 10 for an insert.
-//   A split adds the allocator's lock (2 round trips), the new node's lock
-//   and WRITE, and, for a node with a tower, its links (2 locks per level);
-//   an erase that empties a node adds its reclamation (2 locks per level it
-//   was linked at, then the allocator's).
-//   remote/loopback Scan(k, n): the start node's READ, then the nodes after
-//   it that the client remembers, READ in one doorbell (as many as the rest
-//   of the scan needs at the last node's fill): 13 READs in 3 round trips
-//   for 100 keys over nodes of 8 keys.
-//
-// Errors: InvalidArgument (bad options, a zero Scan limit, a path that cannot
-// be honoured), FailedPrecondition (the client's node is shut down; a NIC
-// path without a Session), Unavailable (the home is a node of this process
-// that is shut down), ResourceExhausted (a part's node pool is used up:
-// the message names part_bytes), DataLoss (a node fails validation even under
-// its lock: a writer broke the protocol), Aborted (LowerBound kept meeting
-// writers for 1000 attempts). Lock waits are bounded by lock_timeout.
+// Errors: InvalidArgument (options, Scan limit 0, a path that cannot be
+// honoured), FailedPrecondition (node shut down; NIC path without Session),
+// Unavailable (home shut down), ResourceExhausted (a part's pool is full:
+// names part_bytes), DataLoss (a node invalid under its lock), Aborted
+// (LowerBound met writers 1000 times). Lock waits end at lock_timeout.
+// Invariants: layout.h. The argument: docs/design.md §9.3.
 
 #include <chrono>
 #include <cstddef>
@@ -96,19 +65,22 @@ struct SkipListOptions {
   uint64_t part_bytes = uint64_t{16} << 20;
   locks::Budgets budgets;  // ALock budgets of every node lock
   std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
-  // Leaf locations a NIC client remembers (0: as many as a part has nodes).
+  // Leaf locations a client remembers (0: as many as a part has nodes).
   size_t cache_entries = 0;
 };
 
-template <typename V, typename Policy = SkipListPolicy>
-class SkipList {
-  static_assert(skiplist_internal::SkipListValue<V>,
-                "SkipList<V>: V must be trivially copyable and at most 56 bytes");
-  static_assert(skiplist_internal::NodeLayoutOk<V>() && skiplist_internal::WordsOk<V>());
-  using L = skiplist_internal::NodeLayout<V>;
+namespace skiplist_internal {
+
+// The map, with its correctness switches (policy.h; only tests pass other
+// than ShippedChecks). Users name it SkipList<V>.
+template <typename V, typename Checks>
+class BasicSkipList {
+  static_assert(SkipListValue<V>, "SkipList<V>: V must be trivially copyable and at most 56 bytes");
+  static_assert(NodeLayoutOk<V>() && WordsOk<V>());
+  using L = NodeLayout<V>;
 
  public:
-  using Client = SkipListClient<V, Policy>;
+  using Client = BasicSkipListClient<V, Checks>;
   static constexpr size_t kFanout = skiplist_internal::kFanout;
   static constexpr uint64_t kNodeBytes = L::kNodeBytes;
 
@@ -118,7 +90,7 @@ class SkipList {
   // sequence (structures/common/parts.h). Errors: InvalidArgument (bad
   // options or nodes), FailedPrecondition (a node shut down or without RDMA
   // atomics), ResourceExhausted (an arena too small for part_bytes).
-  static absl::StatusOr<SkipList> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
+  static absl::StatusOr<BasicSkipList> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
                                          const SkipListOptions& options) {
     const int n = peers.num_nodes();
     SkipListOptions o = options;
@@ -161,15 +133,15 @@ class SkipList {
           return absl::OkStatus();
         });
     if (!parts.ok()) return parts.status();
-    return SkipList(std::move(*parts), std::move(o));
+    return BasicSkipList(std::move(*parts), std::move(o));
   }
   // Every node of an in-process cluster.
-  static absl::StatusOr<SkipList> Create(rdma::Cluster& cluster, const SkipListOptions& options) {
+  static absl::StatusOr<BasicSkipList> Create(rdma::Cluster& cluster, const SkipListOptions& options) {
     return Create(cluster, AllNodes(cluster), options);
   }
 
-  SkipList(SkipList&&) = default;
-  SkipList& operator=(SkipList&&) = default;
+  BasicSkipList(BasicSkipList&&) = default;
+  BasicSkipList& operator=(BasicSkipList&&) = default;
 
   // A client for the calling thread on `node` (hosted by this process) with
   // `session`, that thread's own Session there (null: native paths only).
@@ -191,11 +163,18 @@ class SkipList {
   uint64_t nodes_per_part() const { return L::NodesIn(options_.part_bytes); }
 
  private:
-  SkipList(PartDirectory parts, SkipListOptions options) : parts_(std::move(parts)), options_(std::move(options)) {}
+  BasicSkipList(PartDirectory parts, SkipListOptions options) : parts_(std::move(parts)), options_(std::move(options)) {}
 
   PartDirectory parts_;
   SkipListOptions options_;
 };
+
+}  // namespace skiplist_internal
+
+template <typename V>
+using SkipList = skiplist_internal::BasicSkipList<V, skiplist_internal::ShippedChecks>;
+template <typename V>
+using SkipListClient = skiplist_internal::BasicSkipListClient<V, skiplist_internal::ShippedChecks>;
 
 }  // namespace structures
 

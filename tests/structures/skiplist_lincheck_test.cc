@@ -43,7 +43,7 @@ class SkipListLincheckTest : public ::testing::TestWithParam<std::string> {
     return c;
   }
   void RunAndCheck(const StressConfig& c) {
-    ExpectLinearizable<SkipList<StressValue, SkipListPolicy>>(c, SkipListModel(), absl::Seconds(60), "");
+    ExpectLinearizable<SkipList<StressValue>>(c, SkipListModel(), absl::Seconds(60), "");
   }
 
 

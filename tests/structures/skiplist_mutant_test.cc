@@ -1,5 +1,5 @@
 // The ordered map's mutants (tests/structures/skiplist_mutants.h), each built
-// from the production source with one SkipListPolicy switch flipped, must be
+// from the production source with one ShippedChecks switch turned off, must be
 // caught by the same recorded stress + lincheck as the real map; and the real
 // map must pass that exact workload (the control). Soft NIC only: its
 // latency injection and copy hook widen the race windows; every attempt is
@@ -24,9 +24,9 @@
 namespace structures::testing {
 namespace {
 
-using Real = SkipList<StressValue, SkipListPolicy>;
-template <typename Policy>
-using Mutant = SkipList<StressValue, Policy>;
+using Real = SkipList<StressValue>;
+template <typename Checks>
+using Mutant = skiplist_internal::BasicSkipList<StressValue, Checks>;
 
 StressConfig Base() {
   StressConfig c;
@@ -36,18 +36,18 @@ StressConfig Base() {
   return c;
 }
 
-// Two nodes on the soft NIC, a map (of Policy) whose node 0 owns the keys
+// Two nodes on the soft NIC, a map (of Checks) whose node 0 owns the keys
 // below `split`, a native client on node 0 (no Session) and a client on node
 // 1, remote for node 0's keys. Members go in the order they must be torn down.
-template <typename Policy>
+template <typename Checks>
 struct Directed {
   std::unique_ptr<rdma::Cluster> cluster;
-  std::optional<SkipList<StressValue, Policy>> map;
+  std::optional<Mutant<Checks>> map;
   std::unique_ptr<rdma::Session> session;
-  std::unique_ptr<typename SkipList<StressValue, Policy>::Client> native, remote;
+  std::unique_ptr<typename Mutant<Checks>::Client> native, remote;
 };
-template <typename Policy>
-bool MakeDirected(uint64_t split, bool byte_copies, Directed<Policy>* d) {
+template <typename Checks>
+bool MakeDirected(uint64_t split, bool byte_copies, Directed<Checks>* d) {
   d->cluster = rdma::testing::MakeCluster("soft", 2, 16 << 20, {std::chrono::nanoseconds(0), byte_copies});
   if (d->cluster == nullptr) {
     ADD_FAILURE() << "no cluster";
@@ -56,7 +56,7 @@ bool MakeDirected(uint64_t split, bool byte_copies, Directed<Policy>* d) {
   SkipListOptions o;
   o.split_keys = {split};
   o.part_bytes = 1 << 20;
-  auto map = SkipList<StressValue, Policy>::Create(*d->cluster, o);
+  auto map = Mutant<Checks>::Create(*d->cluster, o);
   auto s1 = d->cluster->NewSession(1);
   EXPECT_TRUE(map.ok() && s1.ok());
   if (!map.ok() || !s1.ok()) return false;
@@ -78,9 +78,9 @@ bool MakeDirected(uint64_t split, bool byte_copies, Directed<Policy>* d) {
 // reader retries and gets a whole value; one that trusts the torn copy
 // returns a mix of two values (StressValue's words differ). True when every
 // value read was whole.
-template <typename Policy>
+template <typename Checks>
 bool ReaderGetsWholeValues(bool byte_copies) {
-  Directed<Policy> d;
+  Directed<Checks> d;
   if (!MakeDirected(1000, byte_copies, &d)) return false;
   auto& writer = d.native;  // used only inside the hook
   auto& reader = d.remote;
@@ -111,7 +111,7 @@ bool ReaderGetsWholeValues(bool byte_copies) {
   }
   dev->faults().SetCopyHook(nullptr);
   // A validating reader saw the tears (and retried): the test did test.
-  if (Policy::kValidateReads) {
+  if (Checks::kValidateReads) {
     EXPECT_GT(reader->read_stats().torn_reads, 0u) << "no READ was torn";
   }
   return whole;
@@ -124,9 +124,9 @@ StressConfig WriterRaceConfig(bool byte_copies = false) { return testing::Writer
 // then split that leaf so that 10 moves to the new right node, and the reader
 // gets 10 again, starting at the remembered (now split) leaf. True when every
 // get found its key.
-template <typename Policy>
+template <typename Checks>
 bool ReaderFindsKeysMovedBySplits() {
-  Directed<Policy> d;
+  Directed<Checks> d;
   if (!MakeDirected(1000, false, &d)) return false;
   auto& native = d.native;
   auto& remote = d.remote;
@@ -154,9 +154,9 @@ bool ReaderFindsKeysMovedBySplits() {
 // that node (it is reclaimed: its range merges into its predecessor), key 507
 // is put again by a fresh client (now into the predecessor), and the reader
 // gets 507, starting at the remembered node. True when it found it every time.
-template <typename Policy>
+template <typename Checks>
 bool ReaderFindsKeysAfterReclamation() {
-  Directed<Policy> d;
+  Directed<Checks> d;
   if (!MakeDirected(100000, false, &d)) return false;
   auto& native = d.native;
   auto& remote = d.remote;
@@ -185,19 +185,19 @@ bool ReaderFindsKeysAfterReclamation() {
     auto g = remote->Get(base + 7);
     if (ok(g.status()) && !g->has_value()) all_found = false;
   }
-  if (Policy::kMarkReclaimedDead) {
+  if (Checks::kMarkReclaimedDead) {
     EXPECT_GT(native->stats().reclaimed, 0u);
   }
   return all_found;
 }
 
 TEST(SkipListMutantTest, ReclaimedNodeStillClaimingItsKeysIsCaught) {
-  EXPECT_TRUE(ReaderFindsKeysAfterReclamation<SkipListPolicy>());
+  EXPECT_TRUE(ReaderFindsKeysAfterReclamation<skiplist_internal::ShippedChecks>());
   EXPECT_FALSE(ReaderFindsKeysAfterReclamation<SkipMutantReclaimedStillLive>());
 }
 
 TEST(SkipListMutantTest, ReaderWithoutValidationIsCaught) {
-  EXPECT_TRUE(ReaderGetsWholeValues<SkipListPolicy>(false));
+  EXPECT_TRUE(ReaderGetsWholeValues<skiplist_internal::ShippedChecks>(false));
   EXPECT_FALSE(ReaderGetsWholeValues<SkipMutantNoValidation>(false));
 }
 
@@ -207,7 +207,7 @@ TEST(SkipListMutantTest, NativeWriterWithoutLockIsCaught) {
 }
 
 TEST(SkipListMutantTest, ReaderThatDoesNotMoveRightIsCaught) {
-  EXPECT_TRUE(ReaderFindsKeysMovedBySplits<SkipListPolicy>());
+  EXPECT_TRUE(ReaderFindsKeysMovedBySplits<skiplist_internal::ShippedChecks>());
   EXPECT_FALSE(ReaderFindsKeysMovedBySplits<SkipMutantNoMoveRight>());
 }
 
@@ -219,7 +219,7 @@ TEST(SkipListMutantTest, NicWriterThatUnlocksFirstIsCaught) {
 // Byte-copy mode (Soft-RoCE's torn words): the defences still hold (the
 // controls pass) and the extra tearing does not mask the mutants.
 TEST(SkipListMutantTest, ReaderWithoutValidationIsCaughtWithByteCopies) {
-  EXPECT_TRUE(ReaderGetsWholeValues<SkipListPolicy>(true));
+  EXPECT_TRUE(ReaderGetsWholeValues<skiplist_internal::ShippedChecks>(true));
   EXPECT_FALSE(ReaderGetsWholeValues<SkipMutantNoValidation>(true));
 }
 

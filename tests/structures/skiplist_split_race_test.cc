@@ -1,12 +1,12 @@
-// A split that reuses a freed node, paused between its two writes
-// (SkipListPolicy::BetweenSplitWrites), with two readers of the split's new
-// key: one that still remembers the reused node's location from its earlier
-// life, and a fresh one that descends from the head and arrives after the
-// first has answered. The real map keeps both readers waiting for the right
-// node's lock until the split is done (both see the key); the mutant that
-// writes the right node first lets the first reader see the key through its
-// stale location while the left node still owns the range, and the second,
-// later reader then misses it: not linearizable.
+// A split that reuses a freed node, paused between its two writes (the
+// BetweenSplitWrites hook of structures/skiplist/policy.h), with two readers
+// of the split's new key: one that still remembers the reused node's location
+// from its earlier life, and a fresh one that descends from the head and
+// arrives after the first has answered. The real map keeps both readers
+// waiting for the right node's lock until the split is done (both see the
+// key); the mutant that writes the right node first lets the first reader see
+// the key through its stale location while the left node still owns the range,
+// and the second, later reader then misses it: not linearizable.
 
 #include <atomic>
 #include <cstdint>
@@ -57,7 +57,7 @@ constexpr absl::Duration kGrace = absl::Milliseconds(300);
 // need long to).
 template <typename Base>
 void RunPausedSplit(Path reader_path, absl::Duration grace, Outcome* out) {
-  using Map = SkipList<uint64_t, Pausing<Base>>;
+  using Map = skiplist_internal::BasicSkipList<uint64_t, Pausing<Base>>;
   absl::Notification in_window, release;
   g_in_window = &in_window;
   g_release = &release;
@@ -122,7 +122,7 @@ class SkipListSplitRaceTest : public ::testing::TestWithParam<Path> {};
 
 TEST_P(SkipListSplitRaceTest, ReadersOfAReusedNodeWaitForTheSplit) {
   Outcome out;
-  RunPausedSplit<SkipListPolicy>(GetParam(), kGrace, &out);
+  RunPausedSplit<skiplist_internal::ShippedChecks>(GetParam(), kGrace, &out);
   if (HasFatalFailure()) return;
   ASSERT_TRUE(out.stale.ok()) << out.stale.status();
   ASSERT_TRUE(out.fresh.ok()) << out.fresh.status();

@@ -14,9 +14,9 @@
 
 namespace structures::testing {
 
-template <typename Policy>
-struct MapStressTraits<SkipList<StressValue, Policy>> {
-  using Map = SkipList<StressValue, Policy>;
+template <typename Checks>
+struct MapStressTraits<skiplist_internal::BasicSkipList<StressValue, Checks>> {
+  using Map = skiplist_internal::BasicSkipList<StressValue, Checks>;
   using W = skiplist_internal::Words<StressValue>;
   static absl::StatusOr<Map> Create(rdma::Cluster& cluster, const StressConfig& cfg) {
     SkipListOptions o;
@@ -57,9 +57,9 @@ struct MapStressTraits<SkipList<StressValue, Policy>> {
   static uint64_t CopyAt(bool bytes) { return bytes ? 8 * (W::Value(0) + 1) + 3 : W::Value(0) + 1; }
 };
 
-template <typename Policy>
+template <typename Checks>
 StressResult RunSkipListStress(const StressConfig& cfg) {
-  return RunMapStress<SkipList<StressValue, Policy>>(cfg);
+  return RunMapStress<skiplist_internal::BasicSkipList<StressValue, Checks>>(cfg);
 }
 
 }  // namespace structures::testing
