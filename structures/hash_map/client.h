@@ -51,11 +51,8 @@ namespace structures::hash_map_internal {
 // in tests (policy.h).
 template <typename V, typename Checks>
 class BasicHashMapClient {
-  using L = hash_map_internal::SlotLayout<V>;
+  using L = SlotLayout<V>;
   using Unit = hash_map_internal::Unit<V>;
-  using Lookup = hash_map_internal::Lookup;
-  using Placement = hash_map_internal::Placement;
-  using Candidate = hash_map_internal::Candidate;
   // Windows a reader looks in (2; 1 only in a test-only mutant).
   static constexpr int kReaderWindows = Checks::kReadBothWindows ? 2 : 1;
 
@@ -71,9 +68,9 @@ class BasicHashMapClient {
     uint64_t splits = 0;     // segments this client split
   };
 
-  BasicHashMapClient(StructureClient common, const hash_map_internal::Geometry& g)
+  BasicHashMapClient(StructureClient common, const Geometry& g)
       : c_(std::move(common)), g_(g) {
-    for (int n = 0; n < c_.num_nodes(); ++n) dirs_.push_back(hash_map_internal::DirectoryCopy::Initial(g_));
+    for (int n = 0; n < c_.num_nodes(); ++n) dirs_.push_back(DirectoryCopy::Initial(g_));
     // This node's part, in place: what every native operation starts from.
     Route r;
     if (c_.RouteTo(c_.node().id(), Path::kNative, &r).ok()) {
@@ -93,7 +90,7 @@ class BasicHashMapClient {
       // place in the result (copies through memory with mismatched widths
       // stall store forwarding; that was a measurable part of a cached get).
       uint64_t w[L::kWords] = {};  // (every path that reads it fills it; GCC cannot always tell)
-      const Lookup l = hash_map_internal::NativeFindBoth<V>(LocalUnits(), op.p, kReaderWindows, op.epoch,
+      const Lookup l = NativeFindBoth<V>(LocalUnits(), op.p, kReaderWindows, op.epoch,
                                                             Checks::kReadersCheckEpoch, key, Checks::kVerifyReads, w);
       if (l.kind == Lookup::kFound) {
         return absl::StatusOr<std::optional<V>>(absl::in_place, L::DecodeValue(w + L::kValueWord));
@@ -167,17 +164,17 @@ class BasicHashMapClient {
         const size_t unit = u0 + u;
         int count;
         if (op.route.native()) {
-          hash_map_internal::NativeSnapshot<V>(LocalUnits()[unit], unit_snap_.data());
-          count = hash_map_internal::CountOccupied<V>(unit_snap_.data(), hash_map_internal::kSlotsPerUnit);
+          NativeSnapshot<V>(LocalUnits()[unit], unit_snap_.data());
+          count = CountOccupied<V>(unit_snap_.data(), kSlotsPerUnit);
         } else {
-          count = hash_map_internal::CountOccupied<V>(buf.data() + (u * kUnitBytes + L::kSlotsOffset) / 8,
-                                                      hash_map_internal::kSlotsPerUnit);
+          count = CountOccupied<V>(buf.data() + (u * kUnitBytes + L::kSlotsOffset) / 8,
+                                                      kSlotsPerUnit);
         }
         if (count < 0) {  // torn: read this unit again on its own
           RETURN_IF_ERROR(WithAccessor(op, [&](auto& units) {
             return c_.ReadValidated(op.route, UnitLock(op, unit), [&](bool* valid) {
               RETURN_IF_ERROR(units.Snapshot(unit, unit_snap_.data()));
-              count = hash_map_internal::CountOccupied<V>(unit_snap_.data(), hash_map_internal::kSlotsPerUnit);
+              count = CountOccupied<V>(unit_snap_.data(), kSlotsPerUnit);
               *valid = count >= 0;
               return absl::OkStatus();
             }, [&] { return Broken(op, unit); });
@@ -240,7 +237,7 @@ class BasicHashMapClient {
   // of line, the Placement went through the stack in mismatched widths and
   // the stalled store forwarding cost about a third of a native get.
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::Status RouteFor(uint64_t key, Path path, Op* op) {
-    op->p = hash_map_internal::Place(key, c_.num_nodes(), g_.segment_units);
+    op->p = Place(key, c_.num_nodes(), g_.segment_units);
     RETURN_IF_ERROR(c_.RouteTo(op->p.node, path, &op->route));
     uint64_t e = 0;  // set on both branches; initialized for -Wmaybe-uninitialized
     if (op->route.native()) {
@@ -248,8 +245,8 @@ class BasicHashMapClient {
     } else {
       e = dirs_[op->route.home].Lookup(op->p.dir);
     }
-    op->segment = hash_map_internal::EntrySegment(e);
-    op->depth = hash_map_internal::EntryDepth(e);
+    op->segment = EntrySegment(e);
+    op->depth = EntryDepth(e);
     if (ABSL_PREDICT_FALSE(op->segment >= g_.max_segments || op->depth < g_.base_depth ||
                            op->depth > g_.max_depth)) {
       return c_.Corrupt(absl::StrCat("directory entry ", e, " of node ", op->route.home, " is out of range"));
@@ -257,7 +254,7 @@ class BasicHashMapClient {
     const size_t first_unit = op->segment * g_.segment_units;
     op->p.c[0].unit += first_unit;
     op->p.c[1].unit += first_unit;
-    op->epoch = hash_map_internal::EpochBits(op->depth - g_.base_depth);
+    op->epoch = EpochBits(op->depth - g_.base_depth);
     return absl::OkStatus();
   }
 
@@ -282,14 +279,14 @@ class BasicHashMapClient {
   Unit* LocalUnits() const { return local_->units(); }
   rdma::RemotePtr DirLock(const Op& op) const { return op.route.base + g_.pool_units() * kUnitBytes; }
   rdma::RemotePtr UnitLock(const Op& op, size_t unit) const {
-    return hash_map_internal::UnitPtr<V>(op.route.base, unit);  // the lock is the unit's first line
+    return UnitPtr<V>(op.route.base, unit);  // the lock is the unit's first line
   }
 
   // Runs `f` with the accessor for `op`'s path: the one native/NIC branch.
   template <typename F>
   absl::Status WithAccessor(const Op& op, F&& f) {
     if (op.route.native()) return f(*local_);
-    hash_map_internal::RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data(), g_,
+    RemoteUnits<V> units(*c_.session(), op.route.base, win_[0].data(), win_[1].data(), g_,
                                             &dirs_[op.route.home]);
     return f(units);
   }
@@ -302,21 +299,15 @@ class BasicHashMapClient {
   absl::Status Full(uint64_t key, const Op& op, absl::string_view why) const {
     return absl::ResourceExhaustedError(absl::StrCat(
         "HashMap: key ", key, " may live in units ", op.p.c[0].unit, " and ", op.p.c[1].unit, " on node ",
-        op.route.home, ", both its windows of ", hash_map_internal::kSlotsPerWindow, " slots are full, and ", why,
-        "; the key was not stored and nothing stored was lost (see structures/README.md, Capacity)"));
+        op.route.home, ", both its windows of ", kSlotsPerWindow, " slots are full, and ", why,
+        "; the key was not stored and nothing stored was lost (see docs/design.md §9.2.6)"));
   }
 
-  // Get/Contains: optimistic reads until the key is found in a slot whose
-  // checksum matches, or is absent from both windows (ScanWindows: absence
-  // needs no checksum); then, if that never happens, one read under both
-  // unit locks. `*found` says which; when found, the slot's words are in
-  // `words` (L::kWords). NIC: both windows in one doorbell (RemoteUnits::
-  // FetchWindows), 1 round trip.
-  //
-  // A scan that meets a state word of another epoch (kStale: the segment was
-  // split since the directory was read, or is being split) ends the round:
-  // the directory is refreshed (NIC) or looked up again (native) and the
-  // read starts over with the new segment.
+  // Get/Contains: optimistic reads of both windows (NIC: one doorbell, 1
+  // round trip) until the key is found in a slot whose checksum matches or
+  // is absent, else one read under both unit locks. `*found` says which;
+  // when found, the slot's words are in `words`. A stale epoch ends the
+  // round: the directory is looked up again and the read starts over.
   absl::Status FindUnlocked(uint64_t key, Path path, Op& op, uint64_t* words, bool* found) {
     for (int round = 0;; ++round) {
       Lookup l;
@@ -385,22 +376,11 @@ class BasicHashMapClient {
 
   // The writer protocol: lock both candidate units, look for the key in both
   // windows, store one slot as `w` asks, unlock. A new key goes to the window
-  // with more free slots (the first on a tie), main group first (ScanSlot).
-  // Every exit releases the locks.
-  //
-  // Native: lock (ALock local cohort: CPU atomics only when uncontended),
-  // in-place scans with CPU loads (no checksums: the lock holder is the only
-  // writer, so the words are stable), CPU stores of the one changed slot
-  // (checksum last), unlock.
-  // NIC: lock each unit with its window READ in the acquire's round trip, one
-  // WRITE posted without waiting, unlock (its CAS on the same QP orders after
-  // the WRITE: rdma_path.h).
-  //
-  // Under the locks the windows' state words must carry the epoch the
-  // directory gave (a split holds every unit lock of its segment, so they are
-  // all of one epoch); otherwise the locks are released, the directory
-  // refreshed and the write retried. A write that needs a slot and finds
-  // both windows full splits the key's segment (Split) and retries.
+  // with more free slots, main group first. Under the locks the state words
+  // must carry the directory's epoch, else the write retries with a fresh
+  // directory; a key whose windows are full splits its segment and retries.
+  // Native stores are CPU stores, checksum last; the NIC path's one WRITE is
+  // ordered before the unlock by the QP (rdma_path.h).
   absl::Status WriteKey(uint64_t key, Path path, Write& w) {
     for (int round = 0;; ++round) {
       Op op;
@@ -417,7 +397,7 @@ class BasicHashMapClient {
           if (!g_.can_grow()) {
             return Full(key, op,
                         absl::StrCat("the map cannot grow (max_groups_per_node leaves no room for a segment of ",
-                                     g_.segment_units * hash_map_internal::kGroupsPerUnit,
+                                     g_.segment_units * kGroupsPerUnit,
                                      " groups beyond groups_per_node)"));
           }
           RETURN_IF_ERROR(Split(key, op));
@@ -488,102 +468,20 @@ class BasicHashMapClient {
     return units.StoreSlot(c.unit, slot, words, key_unchanged, /*wait=*/false);
   }
 
-  // Splits the segment `op` found full (Op::segment at Op::depth) into it and
-  // a new segment from the pool, unless someone split it meanwhile. Under
-  // the directory lock (splits of a node are serialized; writers never take
-  // it, so the lock order directory -> units cannot deadlock with them), and
-  // then every unit lock of the segment, in unit order (the same order as
-  // writers'). Then, in this order, each step complete before the next
-  // starts (rdma_path.h: each is waited; natively program order with release
-  // stores):
-  //   1. the new segment Y gets, in the same unit/side/slot, every key of X
-  //      whose directory hash has bit `depth` set, and every slot of Y the
-  //      new epoch (Y is unreachable: no directory entry names it yet);
-  //   2. X's slots are rewritten with the new epoch, the moved ones empty;
-  //   3. the directory is published (seqlock; doubled first when X's depth
-  //      was the global depth).
-  // A reader with the old directory sees X at the old epoch (every key still
-  // there) or a newer epoch (stale: retry); one with the new directory finds
-  // Y complete. Between 2 and 3 readers of X retry until 3 lands; writers of
-  // X wait for its locks, then see the new epoch and retry.
-  absl::Status Split(uint64_t key, const Op& op) {
-    ++growth_.splits;
-    return WithAccessor(op, [&](auto& units) {
-      return c_.WithLock(op.route, DirLock(op), [&] { return SplitUnderDirLock(key, op, units); });
-    });
-  }
-
+  // Splits the segment `op` found full into it and a fresh segment, unless
+  // someone split it meanwhile (growth.h; docs/design.md §9.2.4).
+  absl::Status Split(uint64_t key, const Op& op);
   template <typename Units>
-  absl::Status SplitUnderDirLock(uint64_t key, const Op& op, Units& units) {
-    using hash_map_internal::DirEntry;
-    constexpr bool kNic = std::is_same_v<Units, hash_map_internal::RemoteUnits<V>>;
-    hash_map_internal::DirectoryCopy d;
-    RETURN_IF_ERROR(units.ReadDirectory(&d));
-    if (d.Lookup(op.p.dir) != DirEntry(op.segment, op.depth)) {  // split by someone else meanwhile
-      if constexpr (kNic) dirs_[op.route.home] = std::move(d);
-      return absl::OkStatus();
-    }
-    const int depth = op.depth;
-    if (depth + 1 > g_.max_depth || depth + 1 - g_.base_depth > hash_map_internal::kMaxEpoch) {
-      return Full(key, op, absl::StrCat("its segment is at the directory's deepest level (", depth, ")"));
-    }
-    if (d.segments >= g_.max_segments) {
-      return Full(key, op, absl::StrCat("the part's pool of ", g_.max_segments,
-                                        " segments is used up (raise max_groups_per_node)"));
-    }
-    const size_t x = op.segment;
-    const size_t y = d.segments;
-    std::vector<rdma::RemotePtr> held;
-    absl::Status st = absl::OkStatus();
-    for (size_t u = 0; u < g_.segment_units && st.ok(); ++u) {
-      const rdma::RemotePtr lock = UnitLock(op, x * g_.segment_units + u);
-      st = c_.lock().Lock(lock, op.route.path);
-      if (st.ok()) held.push_back(lock);
-    }
-    if (st.ok()) st = MoveHalf(units, op, d, x, y);
-    for (auto it = held.rbegin(); it != held.rend(); ++it) {
-      absl::Status u = c_.lock().Unlock(*it);
-      if (st.ok()) st = u;
-    }
-    if (st.ok()) {
-      if constexpr (kNic) dirs_[op.route.home] = std::move(d);
-    }
-    return st;
-  }
-
-  // Steps 1-3 of Split, with every unit lock of X held; `d` is the directory
-  // as read under the directory lock, updated to what was published.
+  absl::Status SplitUnderDirLock(uint64_t key, const Op& op, Units& units);
   template <typename Units>
-  absl::Status MoveHalf(Units& units, const Op& op, hash_map_internal::DirectoryCopy& d, size_t x, size_t y) {
-    using hash_map_internal::DirEntry;
-    const size_t n_slots = g_.segment_units * hash_map_internal::kSlotsPerUnit;
-    std::vector<uint64_t> xs(n_slots * L::kWords), ys(n_slots * L::kWords, 0);
-    RETURN_IF_ERROR(units.ReadSegmentSlots(x, xs.data()));
-    const int new_epoch = op.depth + 1 - g_.base_depth;
-    const ptrdiff_t bad =
-        SplitSlots<V>(xs.data(), ys.data(), n_slots, op.epoch, op.depth, new_epoch, c_.num_nodes(), g_.segment_units);
-    if (bad >= 0) {
-      return c_.Corrupt(absl::StrCat("segment ", x, " on node ", op.route.home, " has a slot (", bad,
-                                     ") with a bad checksum or epoch"));
-    }
-    SplitDirectory e = DirectoryAfterSplit(d, op.p.dir, op.depth, x, y);
-    RETURN_IF_ERROR(Checks::template SplitWrites<L>(units, x, y, xs.data(), ys.data(), n_slots, new_epoch, [&] {
-      return units.PublishDirectory(d.version, e.first, e.entries.data() + e.first, e.last + 1 - e.first, e.depth,
-                                    d.segments + 1);
-    }));
-    d.version = hash_map_internal::NextVersion(hash_map_internal::NextVersion(d.version));
-    d.depth = e.depth;
-    d.segments += 1;
-    d.entries = std::move(e.entries);
-    return absl::OkStatus();
-  }
+  absl::Status MoveHalf(Units& units, const Op& op, DirectoryCopy& d, size_t x, size_t y);
 
   StructureClient c_;
-  const hash_map_internal::Geometry g_;
-  std::vector<hash_map_internal::DirectoryCopy> dirs_;  // per node: the NIC paths' directory copy
+  const Geometry g_;
+  std::vector<DirectoryCopy> dirs_;  // per node: the NIC paths' directory copy
   // The native accessor of this node's part, when it has one (empty
   // otherwise; RouteTo then never takes the native path).
-  std::optional<hash_map_internal::NativeUnits<V>> local_;
+  std::optional<NativeUnits<V>> local_;
   GrowthStats growth_;
   // Private copies of the last windows and unit read.
   std::array<std::array<uint64_t, L::kWindowWords>, 2> win_{};
@@ -591,5 +489,7 @@ class BasicHashMapClient {
 };
 
 }  // namespace structures::hash_map_internal
+
+#include "structures/hash_map/growth.h"  // IWYU pragma: export
 
 #endif  // STRUCTURES_HASH_MAP_CLIENT_H_

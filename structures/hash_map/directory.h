@@ -71,7 +71,7 @@ inline Geometry GeometryFor(size_t groups, size_t max_groups) {
   if (UnitsFor(max_groups) <= units) {
     // A map that never grows needs no segments: one segment of every unit
     // gives each key two choices over the whole part, which fills fullest
-    // before a first full window (structures/README.md, Capacity).
+    // before a first full window (docs/design.md §9.2.6).
     g.segment_units = units;
     return g;
   }

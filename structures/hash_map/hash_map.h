@@ -80,8 +80,8 @@ using HashMapClient = hash_map_internal::BasicHashMapClient<V, hash_map_internal
 
 struct HashMapOptions {
   // 8-slot groups per node at creation, rounded up to whole units of three
-  // groups and then to whole segments (capacity(); structures/README.md,
-  // Capacity).
+  // groups and then to whole segments (capacity(); docs/design.md
+  // §9.2.6).
   size_t groups_per_node = 1024;
   // How far each node's part may grow, in groups: its pool of segments is
   // reserved in the node's arena at creation (PartBytes). 0: 4 x

@@ -146,7 +146,7 @@ struct GroupFirsts {
 // next epoch only after the moved keys are in the new segment, and publishes
 // the directory only after that; so a key present throughout the scan is in
 // a slot that the scan sees at the expected epoch, or the scan sees a newer
-// epoch somewhere and retries (structures/README.md, "Growth").
+// epoch somewhere and retries (docs/design.md §9.2.4).
 // Readers call ScanWindows, which tries QuickHit first.
 template <typename V, typename WordAt0, typename WordAt1>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindowsFully(WordAt0&& word0, WordAt1&& word1, uint64_t key,
@@ -218,10 +218,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline Lookup ScanWindowsFully(WordAt0&& word0, Wor
 // True, with `*r` and `found` filled as ScanWindowsFully fills them, when it
 // accepts; false otherwise (no key word matched, or the slot was torn,
 // empty or stale), and then only the full scan can answer. Sound for the
-// reason a full scan's hit is (structures/README.md, "The linearizability
-// argument", Found): that argument uses no order among the loads and no slot
-// but the found one. A hit costs one load and compare per slot passed,
-// instead of a full scan's state checks and bookkeeping.
+// reason a full scan's hit is (docs/design.md §9.2.3): that argument uses
+// no order among the loads and no slot but the found one. A hit costs one
+// load and compare per slot passed, instead of a full scan's state checks
+// and bookkeeping.
 template <typename V, typename WordAt0, typename WordAt1>
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool QuickHit(WordAt0&& word0, WordAt1&& word1, uint64_t key,
                                                   const Placement& p, int windows, uint64_t epoch,

@@ -46,10 +46,13 @@ using NativeGates = std::vector<std::unique_ptr<locks::NativeGate>>;
 inline size_t GateIndex(rdma::NodeId node, bool producer) { return 2 * size_t{node} + (producer ? 0 : 1); }
 }  // namespace queue_internal
 
+namespace queue_internal {
+
 // Not thread-safe; use one per thread (each with the thread's own Session).
-// Made by Queue::NewClient.
-template <typename V, typename Policy = QueuePolicy>
-class QueueClient {
+// Made by Queue::NewClient. `Checks` is ShippedChecks except in tests
+// (policy.h).
+template <typename V, typename Checks>
+class BasicQueueClient {
   using L = queue_internal::RingLayout<V>;
   using SlotState = queue_internal::SlotState;
   static constexpr size_t kW = L::kValueWords;
@@ -58,13 +61,13 @@ class QueueClient {
   // `gates`: the Queue's native gates, shared by its native clients; native
   // operations go through them only (without a gate for a ring they fail with
   // FailedPrecondition).
-  QueueClient(StructureClient common, uint64_t capacity, std::shared_ptr<const queue_internal::NativeGates> gates)
+  BasicQueueClient(StructureClient common, uint64_t capacity, std::shared_ptr<const queue_internal::NativeGates> gates)
       : c_(std::move(common)),
         l_{capacity},
         gates_(std::move(gates)),
         guess_(2 * static_cast<size_t>(c_.num_nodes()), 0) {}
-  QueueClient(const QueueClient&) = delete;
-  QueueClient& operator=(const QueueClient&) = delete;
+  BasicQueueClient(const BasicQueueClient&) = delete;
+  BasicQueueClient& operator=(const BasicQueueClient&) = delete;
 
   // Appends `value` to `home`'s queue. True if enqueued; false if the queue
   // was full (nothing changed).
@@ -156,8 +159,8 @@ class QueueClient {
     current_home_ = r.home;
     if (r.native()) {
       queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, producer);
-      if constexpr (!Policy::kNativeUsesItsDomain) {  // test-only mutant
-        if (producer) return MutantCpuLocked(r, [&] { return step(ring); });
+      if constexpr (!Checks::kNativeUsesItsDomain) {  // a test-only mutant
+        if (producer) return Checks::LockTailWithCpuCas(Local(r).tail_lock, [&] { return step(ring); });
       }
       // Natively, always through the process's gate for this ring and side:
       // unfair among native threads, and the ALock stays with the native
@@ -198,30 +201,6 @@ class QueueClient {
       }
       return step(ring);
     });
-  }
-
-  // Test-only mutant: native producers "lock" with a CPU CAS on the tail
-  // lock's NIC-domain r_tail, which the NIC producers' RDMA CAS is not atomic
-  // with.
-  template <typename Step>
-  absl::Status MutantCpuLocked(const Route& r, Step&& step) {
-    rdma::CpuWord& word =
-        *std::launder(reinterpret_cast<rdma::CpuWord*>(static_cast<void*>(&Local(r).tail_lock.r_tail)));
-    // Bounded like every wait: the broken lock can stay "held" for good (a
-    // NIC locker's descriptor left in the word), and a test must not hang.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (word.CompareAndSwap(0, 1) != 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError("Queue (mutant): the CPU-CAS tail lock stayed held for 5 s");
-      }
-      std::this_thread::yield();
-    }
-    // Holding: give up the CPU once, as a preemption inside the critical
-    // section would, so NIC producers meet the "held" word.
-    std::this_thread::yield();
-    absl::Status s = step();
-    word.Store(0);
-    return s;
   }
 
   // Re-reads a seq word (and, for a consumer, its payload after it) that was
@@ -270,7 +249,7 @@ class QueueClient {
       L::Encode(values[j], &words[kW * j]);
       seqs[j] = l_.HoldsValueOf(t + j);
     }
-    if constexpr (Policy::kPublishAfterPayload) {
+    if constexpr (Checks::kPublishAfterPayload) {
       ring.StorePayloads(t, n, words);
       ring.StoreSeqs(t, n, seqs);
     } else {  // test-only mutant: publish, then write the payload
@@ -290,7 +269,7 @@ class QueueClient {
     RETURN_IF_ERROR(ring.LoadCounter(&h));
     uint64_t* const seqs = SeqScratch(max);
     uint64_t* const words = WordScratch(max);
-    if constexpr (Policy::kSeqBeforePayload) {
+    if constexpr (Checks::kSeqBeforePayload) {
       RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));
     } else {  // test-only mutant: payload first
@@ -304,7 +283,7 @@ class QueueClient {
         RETURN_IF_ERROR(Settle(ring, h + n, &seqs[n], &words[kW * n],
                                [&](uint64_t s) { return queue_internal::ForConsumer(l_, s, h + n); }, &st));
       }
-      if (st == SlotState::kFree && (Policy::kCheckEmpty || n > 0)) break;  // empty from here
+      if (st == SlotState::kFree && (Checks::kCheckEmpty || n > 0)) break;  // empty from here
     }
     Guess(/*producer=*/false) = h + n;
     if (n == 0) return absl::OkStatus();
@@ -354,6 +333,7 @@ class QueueClient {
   std::vector<uint64_t> seqs_, words_;
 };
 
+}  // namespace queue_internal
 }  // namespace structures
 
 #endif  // STRUCTURES_QUEUE_CLIENT_H_

@@ -1,27 +1,29 @@
 #ifndef STRUCTURES_QUEUE_POLICY_H_
 #define STRUCTURES_QUEUE_POLICY_H_
 
-namespace structures {
+// The queue's concurrency checks as compile-time switches: a test-only seam,
+// not part of the public type. `Queue<V>` is `BasicQueue<V, ShippedChecks>`,
+// where every switch is on and the seam compiles away. Tests derive mutants
+// from ShippedChecks, each turning one check off
+// (tests/structures/queue_mutant_test.cc).
 
-// The queue's correctness switches. Production code uses QueuePolicy (all
-// true). Tests build deliberately broken variants ("mutants") from the same
-// source by flipping one switch and check that the tests catch each one.
-struct QueuePolicy {
-  // Consumers check the slot's seq word before they read its payload (false:
-  // payload first, so a value can be read before it is complete).
+namespace structures::queue_internal {
+
+struct ShippedChecks {
+  // Consumers check a slot's seq word before they read its payload.
   static constexpr bool kSeqBeforePayload = true;
-  // Native producers take the tail lock through ALock's native cohort (false:
-  // they "lock" with a CPU CAS on the lock's NIC-domain r_tail word, which is
-  // not atomic with the NIC producers' RDMA CAS).
+  // Native producers take the tail lock through ALock's native cohort. A
+  // mutant that turns this off provides
+  //   template <class Step> static absl::Status LockTailWithCpuCas(
+  //       locks::ALockWord& tail_lock, Step&& step);
+  // which "locks" with a CPU CAS on the lock's NIC-domain word instead.
   static constexpr bool kNativeUsesItsDomain = true;
-  // NIC producers publish (seq, tail) in WRITEs after the payload WRITE
-  // (false: publish first, then write the payload).
+  // NIC producers publish (seq, tail) in WRITEs after the payload WRITE.
   static constexpr bool kPublishAfterPayload = true;
-  // Consumers treat a slot that is still free for the head position as
-  // "empty" (false: they take it anyway when they see contention).
+  // Consumers treat a slot still free for the head position as empty.
   static constexpr bool kCheckEmpty = true;
 };
 
-}  // namespace structures
+}  // namespace structures::queue_internal
 
 #endif  // STRUCTURES_QUEUE_POLICY_H_

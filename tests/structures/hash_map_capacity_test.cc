@@ -1,5 +1,5 @@
 // Measures how full a HashMap gets before the first ResourceExhausted, for
-// uniformly random keys (the numbers behind structures/README.md, Capacity).
+// uniformly random keys (the numbers in bench/README.md, "Hash map load factor").
 // Keys map to two candidate windows with a fixed mixer, so the load factor at
 // the first key whose windows are both full depends only on the total number
 // of units (nodes * units per node); a 1-node map on the native path measures

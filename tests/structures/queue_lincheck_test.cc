@@ -42,7 +42,7 @@ class QueueLincheckTest : public ::testing::TestWithParam<std::string> {
   }
 
   void CheckUnbounded(const QueueStressConfig& c) {
-    QueueStressResult r = RunQueueStress<QueuePolicy>(c);
+    QueueStressResult r = RunQueueStress<queue_internal::ShippedChecks>(c);
     EXPECT_EQ(r.errors, 0u) << r.first_error;
     std::printf("%zu ops recorded: %llu enqueued, %llu dequeued, %llu empty, %llu full\n", r.history.size(),
                 static_cast<unsigned long long>(r.enqueued), static_cast<unsigned long long>(r.dequeued),
@@ -136,7 +136,7 @@ TEST_P(QueueLincheckTest, TinyRingNearFullAndEmpty) {
                  {0, Path::kLoopback, QueueWorker::kBoth},
                  {1, Path::kAuto, QueueWorker::kBoth}};
     c.ops_per_worker = 8;
-    QueueStressResult r = RunQueueStress<QueuePolicy>(c);
+    QueueStressResult r = RunQueueStress<queue_internal::ShippedChecks>(c);
     ASSERT_EQ(r.errors, 0u) << r.first_error;
     full += r.full;
     empty += r.empty;

@@ -1,7 +1,7 @@
 #ifndef TESTS_STRUCTURES_QUEUE_STRESS_H_
 #define TESTS_STRUCTURES_QUEUE_STRESS_H_
 
-// A recorded concurrent workload on one node's Queue<QueueStressValue,
+// A recorded concurrent workload on one node's BasicQueue<QueueStressValue,
 // Policy>: producer and consumer threads on several nodes, each on a fixed
 // path, record every call for lincheck (docs/design.md §7). Used by the
 // linearizability tests and by the mutant tests (same harness, a broken
@@ -96,7 +96,7 @@ struct QueueStressResult {
 
 template <typename Policy>
 QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
-  using Q = Queue<QueueStressValue, Policy>;
+  using Q = queue_internal::BasicQueue<QueueStressValue, Policy>;
   QueueStressResult result;
   std::unique_ptr<rdma::Cluster> cluster =
       rdma::testing::MakeCluster(cfg.backend, cfg.nodes, 16 << 20, {.byte_granular_copies = cfg.byte_granular_copies});

@@ -33,7 +33,7 @@ absl::Status RunMapDemo(rdma::Cluster& cluster, int reps, std::vector<Row>& rows
   // Keys homed on node 0, so node 0's threads are native/loopback and node 1's
   // remote; and with their two windows in two units, so every put costs the
   // documented two-unit row (one key in S, S = units per segment, has both
-  // windows in one unit and a cheaper put: structures/README.md, Costs).
+  // windows in one unit and a cheaper put: docs/design.md §9.2.5).
   std::vector<uint64_t> keys;
   for (uint64_t k = 1; keys.size() < 1024; ++k) {
     if (map.HomeOf(k) == 0 && map.CandidatesOf(k)[0] != map.CandidatesOf(k)[1]) keys.push_back(k);
