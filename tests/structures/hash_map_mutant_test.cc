@@ -1,5 +1,5 @@
-// The four hash-map mutants (tests/structures/hash_map_mutants.h), each built
-// from the production source with one correctness switch flipped, must be
+// The hash-map mutants (tests/structures/hash_map_mutants.h), each built
+// from the shipped source with one check turned off, must be
 // caught by the same recorded stress + lincheck as the real map; and the real
 // map must pass that exact workload (the control), so the catch is due to the
 // mutation. Soft NIC only: its latency injection and copy hook widen the race
@@ -172,16 +172,12 @@ TEST(HashMapSoftStressTest, ReadersFallBackToTheLockUnderConstantTearing) {
   c.hot_keys = 0;
   // Every slot copy of a read (two windows: 32 slots) waits for a put, so a
   // read takes 32 writers' rounds, and a reader needs 64 torn reads in a row
-  // (about 0.2 s on a quiet machine) while the writers still write. The run
-  // ends at the reader's first read under the lock, and otherwise at a
-  // deadline far beyond it: on a loaded machine (CI run 46, another
-  // test alongside) the writers wrote about 9 times slower, and a 3 s run
-  // gave the reader 51 torn reads and no locked one. The think time makes a
-  // writer's ops_per_worker outlast the deadline (100,000 x 200 us = 20 s),
-  // so the writers write as long as the run lasts; with 50 us they ran out
-  // of operations after about a second, and a reader starved on a loaded
-  // machine (CI, ASan) then met no tearing at all (40 reads, 46 torn, none
-  // locked).
+  // while the writers still write. On a loaded machine writers write many
+  // times slower, so the run ends at the reader's first read under the lock,
+  // and otherwise at a deadline far beyond it. The think time makes a
+  // writer's ops_per_worker outlast the deadline (100,000 x 200 us = 20 s):
+  // the writers write as long as the run lasts, so a starved reader still
+  // meets tearing.
   const auto think = std::chrono::microseconds(200);
   c.workers = {{0, Path::kAuto, StressWorker::kWriter, think},
                {0, Path::kAuto, StressWorker::kWriter, think},
