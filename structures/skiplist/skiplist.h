@@ -14,13 +14,14 @@
 //   auto some = client->Scan(0, 100);     // up to 100 pairs from key 0 on
 //
 // Contract. Thread safety: the map is shared; a Client is one thread's (with
-// that thread's own Session; null: native paths only). Linearizable for any
-// mix of paths (Get, Contains, Put, Insert, Erase, LowerBound); Scan is
-// weakly consistent. Paths (rdma::Path): native (CPU loads, stores, ALock's
-// native cohort) when the key's home is the client's node; loopback; remote
-// (one-sided READ/WRITE/CAS, no RPC, the home's CPU not involved). Ordered
-// reads continue into the next nodes' parts. Costs, uncontended (asserted
-// by tests/structures/skiplist_test.cc):
+// that thread's own Session; null: native paths only). Ownership: the caller
+// owns its clients; the cluster's nodes and the Session outlive them.
+// Linearizable for any mix of paths (Get, Contains, Put, Insert, Erase,
+// LowerBound); Scan is weakly consistent. Paths (rdma::Path): native (CPU
+// loads, stores, ALock's native cohort) when the key's home is the client's
+// node; loopback; remote (one-sided READ/WRITE/CAS, no RPC, the home's CPU
+// not involved). Ordered reads continue into the next nodes' parts. Costs,
+// uncontended (asserted by tests/structures/skiplist_test.cc):
 //
 //   native                      any operation          0 NIC ops
 //   remote/loopback, leaf known Get / Contains         1 READ, 1 round trip
