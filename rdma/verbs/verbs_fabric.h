@@ -2,8 +2,8 @@
 #define RDMA_VERBS_VERBS_FABRIC_H_
 
 // The rdma-core backend's entry points (called by rdma/fabric.cc). See
-// rdma/verbs/verbs_device.h for how the verbs objects map onto rdma/device.h
-// and why connections are bootstrapped out of band instead of with rdma_cm.
+// rdma/verbs/verbs_device.h for how the verbs objects map onto rdma/device.h,
+// and docs/design.md §5 for why QPs are connected out of band, not by rdma_cm.
 
 #include <memory>
 
