@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Load factor at the first full bucket, for the hash map's placement choices
-(groundwork for issue 13; docs/notes/hash_map_load_factor.md).
+"""Load factor at the first full bucket, for the hash map's placement choices.
 
-Each key picks the least-loaded of its candidate buckets (random hashes);
-the run stops at the first key whose candidates are all full. Prints the
-load (keys / slots) at that point. Pure simulation: no rdmads code.
+Simulates placing random keys into buckets of fixed size: each key goes to
+the least-loaded of its candidate buckets (random hashes), and the run stops
+at the first key whose candidates are all full. For each placement (one
+bucket; 2 or 3 choices; 2 choices of adjacent pairs; 2 choices of 16- or
+24-slot buckets; the hash map's units of [main 0][overflow][main 1] with two
+16-slot candidate windows) it prints the load (keys / slots) at that point,
+for seeds 0 and 1. Pure simulation: no rdmads code. The results, and what they
+say about the map's layout, are in bench/README.md, "Hash map load factor";
+the layout itself is in docs/design.md §9.2.1.
 
   python3 docs/notes/bucket_choice_sim.py
 """
