@@ -103,6 +103,16 @@ bool DefaultBudgets(const locks::Budgets& budgets);
 // Every node of an in-process cluster, for a structure's Create(cluster, ...).
 std::vector<rdma::Node*> AllNodes(rdma::Cluster& cluster);
 
+// A structure's Create over every node of an in-process cluster, from its
+// Create(connector, local_nodes, options). A structure derives from it and
+// says `using CreateOnCluster<S, Options>::Create;` beside its own Create.
+template <typename S, typename Options>
+struct CreateOnCluster {
+  static absl::StatusOr<S> Create(rdma::Cluster& cluster, const Options& options) {
+    return S::Create(cluster, AllNodes(cluster), options);
+  }
+};
+
 }  // namespace structures
 
 #endif  // STRUCTURES_COMMON_PARTS_H_

@@ -95,7 +95,7 @@ namespace hash_map_internal {
 
 // HashMap<V>. `Checks` is ShippedChecks except in tests (policy.h).
 template <typename V, typename Checks>
-class BasicHashMap {
+class BasicHashMap : public CreateOnCluster<BasicHashMap<V, Checks>, HashMapOptions> {
   using L = hash_map_internal::SlotLayout<V>;
   static_assert(HashMapValue<V>, "HashMap<V>: V must be trivially copyable and at most 56 bytes");
   static_assert(hash_map_internal::UnitLayoutOk<V>());
@@ -136,9 +136,7 @@ class BasicHashMap {
     return BasicHashMap(std::move(*parts), options);
   }
   // Every node of an in-process cluster.
-  static absl::StatusOr<BasicHashMap> Create(rdma::Cluster& cluster, const HashMapOptions& options) {
-    return Create(cluster, AllNodes(cluster), options);
-  }
+  using CreateOnCluster<BasicHashMap, HashMapOptions>::Create;
 
   BasicHashMap(BasicHashMap&&) = default;
   BasicHashMap& operator=(BasicHashMap&&) = default;

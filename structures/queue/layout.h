@@ -4,59 +4,26 @@
 // The queue's memory layout in registered memory, and the slot sequence
 // encoding. Pure types and functions: no I/O.
 //
-// One node's part is one bounded ring (its home queue):
+// One node's part is one bounded ring:
 //
-//   offset 0          Header   tail_lock (ALock: producers), tail, head_lock
-//                              (ALock: consumers), head
+//   offset 0          Header   tail_lock (ALock: producers), tail,
+//                              head_lock (ALock: consumers), head
 //   kSeqOffset        seq[capacity]      one PlainWord per slot
 //   payload_offset    payload[capacity]  kValueWords words per slot
 //
-// Every word's RMW domain (docs/design.md §3), fixed by its declared type:
+// Word domains (docs/design.md §3), fixed by type: the lock lines' as in
+// locks/alock.h; tail, head, seq and payload words are PlainWords, stored
+// only by the holder of the side's lock and loaded by anyone.
 //
-//   word                        type       RMW'd by          others may
-//   --------------------------  ---------  ----------------  ------------------------
-//   tail_lock/head_lock .r_tail NicWord    NIC CAS (NIC      CPU-load it
-//                                          lockers)
-//   tail_lock/head_lock .l_tail CpuWord    CPU (native       RDMA READ it
-//                                          lockers)
-//   ... .victim, .budgets       PlainWord  nobody            store/load, both sides
-//   tail                        PlainWord  nobody            the tail-lock holder
-//                                                            stores; holders load
-//   head                        PlainWord  nobody            the head-lock holder
-//                                                            stores; holders load
-//   seq[i]                      PlainWord  nobody            the tail-lock holder
-//                                                            publishes, the head-lock
-//                                                            holder frees; anyone loads
-//   payload words               PlainWord  nobody            tail-lock holder stores,
-//                                                            head-lock holder loads
+// Positions are absolute counters: position p = r * capacity + i is slot i
+// in round r. Slot i's seq word is r * capacity while free for p, and
+// r * capacity + 1 while it holds p's value; a consumer frees it for
+// p + capacity. The all-zero part is an empty queue.
 //
-// Positions are absolute counters (never wrap in practice): the producer at
-// tail t writes slot t % capacity, the consumer at head h reads slot
-// h % capacity. A slot's seq word says, for the slot's current round r
-// (position p = r * capacity + i in slot i):
-//
-//   seq == r * capacity        free: position p may be written
-//   seq == r * capacity + 1    holds position p's value (published)
-//
-// and a consumer frees it for position p + capacity by storing
-// (r + 1) * capacity. The all-zero part is an empty queue (head = tail = 0,
-// every slot free for round 0), so zero-filled arena memory needs no
-// initialization.
-//
-// Invariants (the argument is in structures/README.md, "Queue"):
-//  1. Producers serialize on tail_lock, consumers on head_lock: one writer of
-//     `tail`, one of `head`, and for a slot's seq exactly one side may store
-//     next (a producer only into a free slot, a consumer only into a full one).
-//  2. A producer's payload is complete before its seq publish is visible:
-//     natively a release store after the payload stores; over the NIC a
-//     separate, later WRITE on the same QP (the responder executes them in
-//     order; within one WRITE the words land in no fixed order).
-//  3. Enqueue takes effect at its seq publish, dequeue at its seq free;
-//     "full" at the load of a seq that still holds position t - capacity,
-//     "empty" at the load of a seq still free for position h.
-//  4. seq values are compared for equality with the one or two values the
-//     reader expects; anything else is a word seen half written (rxe copies
-//     byte by byte) and is read again.
+// Invariants (docs/design.md §9.4.1): one writer of `tail`, one of `head`;
+// a payload is complete before its seq publish is visible; enqueue takes
+// effect at its publish, dequeue at its free; a seq value other than the one
+// or two a reader expects is a half-written word and is read again.
 
 #include <cstddef>
 #include <cstdint>

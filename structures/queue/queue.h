@@ -82,7 +82,7 @@ namespace queue_internal {
 
 // Queue<V>. `Checks` is ShippedChecks except in tests (policy.h).
 template <typename V, typename Checks>
-class BasicQueue {
+class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   static_assert(QueueValue<V>, "Queue<V>: V must be trivially copyable and at most 56 bytes");
   using L = queue_internal::RingLayout<V>;
 
@@ -142,9 +142,7 @@ class BasicQueue {
     return BasicQueue(std::move(*parts), std::move(gates), options);
   }
   // Every node of an in-process cluster.
-  static absl::StatusOr<BasicQueue> Create(rdma::Cluster& cluster, const QueueOptions& options) {
-    return Create(cluster, AllNodes(cluster), options);
-  }
+  using CreateOnCluster<BasicQueue, QueueOptions>::Create;
 
   BasicQueue(BasicQueue&&) = default;
   BasicQueue& operator=(BasicQueue&&) = default;

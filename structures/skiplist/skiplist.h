@@ -75,7 +75,7 @@ namespace skiplist_internal {
 // The map, with its correctness switches (policy.h; only tests pass other
 // than ShippedChecks). Users name it SkipList<V>.
 template <typename V, typename Checks>
-class BasicSkipList {
+class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListOptions> {
   static_assert(SkipListValue<V>, "SkipList<V>: V must be trivially copyable and at most 56 bytes");
   static_assert(NodeLayoutOk<V>() && WordsOk<V>());
   using L = NodeLayout<V>;
@@ -137,9 +137,7 @@ class BasicSkipList {
     return BasicSkipList(std::move(*parts), std::move(o));
   }
   // Every node of an in-process cluster.
-  static absl::StatusOr<BasicSkipList> Create(rdma::Cluster& cluster, const SkipListOptions& options) {
-    return Create(cluster, AllNodes(cluster), options);
-  }
+  using CreateOnCluster<BasicSkipList<V, Checks>, SkipListOptions>::Create;
 
   BasicSkipList(BasicSkipList&&) = default;
   BasicSkipList& operator=(BasicSkipList&&) = default;
@@ -152,10 +150,8 @@ class BasicSkipList {
     locks::ClientOptions lock_options = StructureClient::OneLock();
     lock_options.max_held = 2;
     lock_options.timeout = options_.lock_timeout;
-    absl::StatusOr<StructureClient> common = StructureClient::Create(parts_, node, session, lock_options);
-    if (!common.ok()) return common.status();
-    return std::make_unique<Client>(std::move(*common), options_.split_keys, options_.part_bytes,
-                                    options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
+    return MakeClient<Client>(parts_, node, session, lock_options, options_.split_keys, options_.part_bytes,
+                              options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
   }
 
   int num_nodes() const { return parts_.num_nodes(); }

@@ -1,7 +1,7 @@
 // ALock cohort fairness: with both cohorts saturating one lock, once the head
 // of a cohort has written `victim` and waits, the other cohort makes at most
 // its budget B of further acquisitions before the waiting cohort gets in
-// (docs/design.md §4; argument in locks/README.md). Also: starvation freedom (every
+// (docs/design.md §4). Also: starvation freedom (every
 // thread finishes its iterations) and that the bound is exercised (waits
 // happen on both sides).
 //

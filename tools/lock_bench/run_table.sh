@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs the lock-table matrix of locks/README.md: every lock at p-local 0, 50,
+# Runs the lock-table matrix of bench/README.md ("lock_bench"): every lock at p-local 0, 50,
 # 90 and 100 (local-mcs only at 100: it is native-only), and prints one CSV
 # row per run plus a Markdown table. Extra arguments go to every run (options
 # not fixed below), e.g.
