@@ -23,12 +23,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "rdma/session.h"
 #include "structures/common/client.h"
+#include "structures/common/held_locks.h"
 #include "structures/skiplist/layout.h"
 #include "structures/skiplist/node_access.h"
 #include "util/status_macros.h"
@@ -52,24 +54,14 @@ class NodeAllocator {
   absl::Status Allocate(A& a, const Route& r, uint64_t* idx) {
     uint64_t hdr[2] = {0, 0};  // next_free, free_head
     rdma::ChainedRead also[1] = {{r.base + kNextFree, hdr, 16}};
-    return n_.common().WithLockAndRead(
-        r, AllocLock(r), r.native() ? absl::Span<const rdma::ChainedRead>() : absl::MakeConstSpan(also),
-        [&](bool also_done) -> absl::Status {
-          if (!also_done) {
-            RETURN_IF_ERROR(a.LoadPartWord(kNextFree, &hdr[0]));
-            RETURN_IF_ERROR(a.LoadPartWord(kFreeHead, &hdr[1]));
-          }
-          if (hdr[1] != 0) return PopFree(a, r, hdr[1], idx);
-          if (hdr[0] + 1 >= n_.nodes()) {
-            return absl::ResourceExhaustedError(absl::StrCat(
-                "SkipList: node ", r.home, "'s part is full: all ", n_.nodes(), " nodes of ", L::kNodeBytes,
-                " bytes (part_bytes = ", n_.part_bytes(),
-                ") are in use; raise SkipListOptions::part_bytes (and the arena size)"));
-          }
-          *idx = hdr[0] + 1;
-          a.StorePartWord(kNextFree, hdr[0] + 1);
-          return a.Flush();
-        });
+    HeldLocks held(n_.common().lock(), r);
+    bool also_done = false;
+    absl::Status s = held.LockAndRead(
+        AllocLock(r), r.native() ? absl::Span<const rdma::ChainedRead>() : absl::MakeConstSpan(also), &also_done);
+    if (s.ok() && !also_done) s = a.LoadPartWord(kNextFree, &hdr[0]);
+    if (s.ok() && !also_done) s = a.LoadPartWord(kFreeHead, &hdr[1]);
+    if (s.ok()) s = hdr[1] != 0 ? PopFree(a, r, hdr[1], idx) : TakeNew(a, r, hdr[0], idx);
+    return held.Release(std::move(s));
   }
 
   // Puts the dead node idx (unlinked everywhere) on r's free list: under
@@ -78,17 +70,11 @@ class NodeAllocator {
   template <typename A>
   absl::Status Free(A& a, const Route& r, uint64_t idx) {
     I img;
-    return n_.Locked(a, r, idx, &img, [&]() -> absl::Status {
-      RETURN_IF_ERROR(ExpectDead(r, idx, img, "is being freed but live"));
-      return n_.common().WithLock(r, AllocLock(r), [&]() -> absl::Status {
-        uint64_t head = 0;
-        RETURN_IF_ERROR(a.LoadPartWord(kFreeHead, &head));
-        img.next[0] = head;
-        n_.Commit(a, idx, img, Ranges().Add(W::kNext, W::kNext + 1));
-        a.StorePartWord(kFreeHead, idx);
-        return a.Flush();
-      });
-    });
+    HeldLocks held(n_.common().lock(), r);
+    absl::Status s = n_.LockNode(a, held, r, idx, &img);
+    if (s.ok()) s = ExpectDead(r, idx, img, "is being freed but live");
+    if (s.ok()) s = PushFree(a, r, idx, &img);
+    return n_.PublishAndRelease(a, held, r, idx, std::move(s));
   }
 
   // DataLoss when `img`, a node the allocator handles, is live (unless the
@@ -100,6 +86,37 @@ class NodeAllocator {
 
  private:
   rdma::RemotePtr AllocLock(const Route& r) const { return r.base + offsetof(PartHeader, alloc_lock); }
+
+  // Takes the never-used node after next_free (alloc_lock held).
+  template <typename A>
+  absl::Status TakeNew(A& a, const Route& r, uint64_t next_free, uint64_t* idx) {
+    if (next_free + 1 >= n_.nodes()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "SkipList: node ", r.home, "'s part is full: all ", n_.nodes(), " nodes of ", L::kNodeBytes,
+          " bytes (part_bytes = ", n_.part_bytes(),
+          ") are in use; raise SkipListOptions::part_bytes (and the arena size)"));
+    }
+    *idx = next_free + 1;
+    a.StorePartWord(kNextFree, next_free + 1);
+    return a.Flush();
+  }
+
+  // Under alloc_lock (idx's lock held, its image in *img): idx.next[0] =
+  // free_head, free_head = idx.
+  template <typename A>
+  absl::Status PushFree(A& a, const Route& r, uint64_t idx, I* img) {
+    HeldLocks held(n_.common().lock(), r);
+    absl::Status s = held.Lock(AllocLock(r));
+    uint64_t head = 0;
+    if (s.ok()) s = a.LoadPartWord(kFreeHead, &head);
+    if (s.ok()) {
+      img->next[0] = head;
+      n_.Commit(a, idx, *img, Ranges().Add(W::kNext, W::kNext + 1));
+      a.StorePartWord(kFreeHead, idx);
+      s = a.Flush();
+    }
+    return held.Release(std::move(s));
+  }
 
   // Takes the free list's head (alloc_lock held).
   template <typename A>

@@ -6,7 +6,7 @@
 // SkipList<V>::Client. It owns the pieces and runs the point operations:
 //
 //   node_access.h    NodeAccess     accessor per path, validated reads,
-//                                   Locked/Commit, Descend
+//                                   LockNode/Commit/PublishAndRelease, Descend
 //   leaf_cache.h     LeafCache      low -> node of leaves seen
 //   search.h         LeafSearch     the node owning a key (move right,
 //                                   descend again)
@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "rdma/path.h"
 #include "structures/common/client.h"
+#include "structures/common/held_locks.h"
 #include "structures/skiplist/allocator.h"
 #include "structures/skiplist/layout.h"
 #include "structures/skiplist/leaf_cache.h"
@@ -152,8 +153,10 @@ class BasicSkipListClient {
     RETURN_IF_ERROR(search_.Start(a, r, key, &x));
     for (uint64_t hops = 0; hops <= nodes_.nodes() + 1; ++hops) {
       Next next = Next::kDone;
-      RETURN_IF_ERROR(
-          nodes_.Locked(a, r, x, &leaf_, [&] { return Apply(a, r, x, key, op, value, out, &next); }));
+      HeldLocks held(nodes_.common().lock(), r);
+      absl::Status s = nodes_.LockNode(a, held, r, x, &leaf_);
+      if (s.ok()) s = Apply(a, r, x, key, op, value, out, &next);
+      RETURN_IF_ERROR(nodes_.PublishAndRelease(a, held, r, x, std::move(s)));
       if (next == Next::kDone) return absl::OkStatus();
       if (next == Next::kRight) {
         ++nodes_.stats().move_rights;

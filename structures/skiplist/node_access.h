@@ -6,15 +6,19 @@
 //
 //   NodeAccess<V, ShippedChecks> nodes(std::move(common), splits, part_bytes);
 //   RETURN_IF_ERROR(nodes.WithNodes(r, [&](auto& a) {
-//     return nodes.Locked(a, r, idx, &img, [&] { ...; nodes.Commit(a, idx, img, rg); ... });
+//     HeldLocks held(nodes.common().lock(), r);
+//     absl::Status s = nodes.LockNode(a, held, r, idx, &img);
+//     if (s.ok()) s = ...;  // change img, then nodes.Commit(a, idx, img, rg)
+//     return nodes.PublishAndRelease(a, held, r, idx, std::move(s));
 //   }));
 //
 //   WithNodes     picks the accessor of r's path: NativeNodes (native_path.h)
 //                 or RemoteNodes (rdma_path.h); the algorithm is written once
 //   ReadNodeWith  a validated copy: optimistic reads, then one under the lock
-//   Locked        lock, (NIC: image READ in the acquire's round trip), check
-//                 the checksum, step(), post the writes, unlock
+//   LockNode      lock (NIC: image READ in the acquire's round trip), check
+//                 the checksum
 //   Commit        stage an image as the node's next version (lock held)
+//   PublishAndRelease  post the committed writes, unlock
 //   Descend       head -> the node with the largest low <= key, per level
 //
 // Contract: not thread-safe (one per client, so per thread). Errors come from
@@ -37,6 +41,7 @@
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
 #include "structures/common/client.h"
+#include "structures/common/held_locks.h"
 #include "structures/skiplist/layout.h"
 #include "structures/skiplist/native_path.h"
 #include "structures/skiplist/rdma_path.h"
@@ -163,36 +168,45 @@ class NodeAccess {
     a.Store(idx, img, rg);
   }
 
-  // Takes node idx's lock (the NIC path reads its image into *img in the
-  // acquire's round trip), checks the image, runs step(), posts the writes
-  // it committed, unlocks.
-  template <typename A, typename Step>
-  absl::Status Locked(A& a, const Route& r, uint64_t idx, I* img, Step&& step) {
+  // A writer's step on node idx, between these two calls:
+  //
+  //   HeldLocks held(nodes.common().lock(), r);
+  //   absl::Status s = nodes.LockNode(a, held, r, idx, &img);
+  //   if (s.ok()) s = Step(...);  // may Commit images
+  //   return nodes.PublishAndRelease(a, held, r, idx, std::move(s));
+  //
+  // LockNode takes idx's lock into `held` (the NIC path READs its image into
+  // *img in the acquire's round trip, else it is read under the lock) and
+  // checks the image's checksum.
+  template <typename A>
+  absl::Status LockNode(A& a, HeldLocks& held, const Route& r, uint64_t idx, I* img) {
+    if (r.native() && !Checks::kNativeWritersLock) return a.SnapshotLocked(idx, img);  // mutant: no lock
     const rdma::RemotePtr lock = NodePtr(r, idx);
-    if (r.native() && !Checks::kNativeWritersLock) {  // mutant: no lock
-      RETURN_IF_ERROR(a.SnapshotLocked(idx, img));
-      return step();
-    }
     rdma::ChainedRead also[1] = {{lock + L::kImageOffset, img, sizeof(I)}};
-    return c_.WithLockAndRead(r, lock, r.native() ? absl::Span<const rdma::ChainedRead>() : absl::MakeConstSpan(also),
-                              [&](bool also_done) -> absl::Status {
-                                if (!also_done) RETURN_IF_ERROR(a.SnapshotLocked(idx, img));
-                                if (!img->Valid()) {
-                                  return c_.Corrupt(absl::StrCat("node ", idx, " of node ", r.home,
-                                                                 "'s part fails its checksum"));
-                                }
-                                RETURN_IF_ERROR(step());
-                                if constexpr (!Checks::kWriteBeforeUnlock) {  // mutant: unlock first
-                                  if (!r.native()) RETURN_IF_ERROR(c_.lock().Unlock(lock));
-                                }
-                                return a.Flush();
-                              });
+    bool also_done = false;
+    RETURN_IF_ERROR(held.LockAndRead(
+        lock, r.native() ? absl::Span<const rdma::ChainedRead>() : absl::MakeConstSpan(also), &also_done));
+    if (!also_done) RETURN_IF_ERROR(a.SnapshotLocked(idx, img));
+    if (!img->Valid()) return c_.Corrupt(absl::StrCat("node ", idx, " of node ", r.home, "'s part fails its checksum"));
+    return absl::OkStatus();
+  }
+  // When the step succeeded (`s` OK), posts the writes it committed; then
+  // releases `held`. The step's error wins over the unlock's.
+  template <typename A>
+  absl::Status PublishAndRelease(A& a, HeldLocks& held, const Route& r, uint64_t idx, absl::Status s) {
+    if constexpr (!Checks::kWriteBeforeUnlock) {  // mutant: unlock first
+      if (s.ok() && !r.native()) s = c_.lock().Unlock(NodePtr(r, idx));
+    }
+    if (s.ok()) s = a.Flush();
+    return held.Release(std::move(s));
   }
   // Waits for node idx's lock and releases it (nothing to change).
   template <typename A>
   absl::Status WaitForLock(A& a, const Route& r, uint64_t idx) {
+    HeldLocks held(c_.lock(), r);
     I unused;
-    return Locked(a, r, idx, &unused, [] { return absl::OkStatus(); });
+    absl::Status s = LockNode(a, held, r, idx, &unused);
+    return PublishAndRelease(a, held, r, idx, std::move(s));
   }
 
  private:

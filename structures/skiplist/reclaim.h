@@ -24,9 +24,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "structures/common/client.h"
+#include "structures/common/held_locks.h"
 #include "structures/skiplist/allocator.h"
 #include "structures/skiplist/layout.h"
 #include "structures/skiplist/node_access.h"
@@ -64,14 +66,18 @@ class Reclaimer {
   template <typename A>
   absl::Status Lower(A& a, const Route& r, uint64_t n, uint64_t low, size_t* height) {
     I nimg;
-    return n_.Locked(a, r, n, &nimg, [&]() -> absl::Status {
-      if (!nimg.live() || nimg.bitmap() != 0 || nimg.low != low) return absl::OkStatus();
+    HeldLocks held(n_.common().lock(), r);
+    absl::Status s = n_.LockNode(a, held, r, n, &nimg);
+    if (s.ok() && nimg.live() && nimg.bitmap() == 0 && nimg.low == low) {
       *height = std::max<size_t>(1, nimg.height());
       nimg.meta = (nimg.meta & ~(uint64_t{0xff} << 16)) | (uint64_t{1} << 16);
       n_.Commit(a, n, nimg, Ranges().Add(W::kMeta, W::kMeta + 1));
-      return absl::OkStatus();
-    });
+    }
+    return n_.PublishAndRelease(a, held, r, n, std::move(s));
   }
+
+  // Where one attempt at unlinking n from a level leaves it.
+  enum class Outcome { kAgain, kDone, kGiveUp };
 
   // Steps (2) and (3) at one level: until n is unlinked there (or found no
   // longer empty: *give_up).
@@ -84,45 +90,54 @@ class Reclaimer {
       uint64_t unused;
       RETURN_IF_ERROR(n_.Descend(a, r, low - 1, level, &unused, preds));
       const uint64_t p = preds[level];
-      enum { kAgain, kDone, kGiveUp } outcome = kAgain;
+      Outcome outcome = Outcome::kAgain;
       I pimg;
-      RETURN_IF_ERROR(n_.Locked(a, r, p, &pimg, [&]() -> absl::Status {
-        if (p != 0 && (!pimg.live() || pimg.low >= low || pimg.height() <= level)) return absl::OkStatus();
-        if (pimg.next[level] != n) {
-          uint64_t s = pimg.next[level];
-          uint64_t slow = 0;
-          if (s != 0) RETURN_IF_ERROR(n_.LoadWord(a, r, s, W::kLow, &slow));
-          // n is not linked here (the levels are sorted and p is its
-          // predecessor): done with this level, unless p is stale.
-          if (s == 0 || slow > low) outcome = level == 0 ? kGiveUp : kDone;
-          return absl::OkStatus();
-        }
-        I img;
-        return n_.Locked(a, r, n, &img, [&]() -> absl::Status {
-          if (!img.live() || img.bitmap() != 0) {
-            outcome = kGiveUp;
-            return absl::OkStatus();
-          }
-          pimg.next[level] = img.next[level];
-          Ranges prg;
-          prg.Add(W::kNext + level, W::kNext + level + 1);
-          if (level == 0) {
-            pimg.high = img.high;
-            pimg.meta = (pimg.meta & ~kBounded) | (img.meta & kBounded);
-            prg.Add(W::kMeta, W::kHigh + 1);
-          }
-          n_.Commit(a, p, pimg, prg);
-          if (level == 0 && Checks::kMarkReclaimedDead) {
-            img.meta &= ~kLive;
-            n_.Commit(a, n, img, Ranges().Add(W::kMeta, W::kMeta + 1));
-          }  // (else the mutant: n still claims its range)
-          outcome = kDone;
-          return absl::OkStatus();
-        });
-      }));
-      if (outcome == kGiveUp) *give_up = true;
-      if (outcome != kAgain) return absl::OkStatus();
+      HeldLocks held(n_.common().lock(), r);
+      absl::Status s = n_.LockNode(a, held, r, p, &pimg);
+      if (s.ok()) s = UnlinkAfter(a, r, p, &pimg, n, low, level, &outcome);
+      RETURN_IF_ERROR(n_.PublishAndRelease(a, held, r, p, std::move(s)));
+      if (outcome == Outcome::kGiveUp) *give_up = true;
+      if (outcome != Outcome::kAgain) return absl::OkStatus();
     }
+  }
+
+  // Under the lock of p (its image in *pimg), n's predecessor at `level` as
+  // a descent saw it: when p still is and links n, unlinks n under n's lock.
+  template <typename A>
+  absl::Status UnlinkAfter(A& a, const Route& r, uint64_t p, I* pimg, uint64_t n, uint64_t low, size_t level,
+                           Outcome* outcome) {
+    if (p != 0 && (!pimg->live() || pimg->low >= low || pimg->height() <= level)) return absl::OkStatus();
+    if (pimg->next[level] != n) {
+      uint64_t s = pimg->next[level];
+      uint64_t slow = 0;
+      if (s != 0) RETURN_IF_ERROR(n_.LoadWord(a, r, s, W::kLow, &slow));
+      // n is not linked here (the levels are sorted and p is its
+      // predecessor): done with this level, unless p is stale.
+      if (s == 0 || slow > low) *outcome = level == 0 ? Outcome::kGiveUp : Outcome::kDone;
+      return absl::OkStatus();
+    }
+    I img;
+    HeldLocks held(n_.common().lock(), r);
+    absl::Status s = n_.LockNode(a, held, r, n, &img);
+    if (s.ok() && (!img.live() || img.bitmap() != 0)) {
+      *outcome = Outcome::kGiveUp;
+    } else if (s.ok()) {
+      pimg->next[level] = img.next[level];
+      Ranges prg;
+      prg.Add(W::kNext + level, W::kNext + level + 1);
+      if (level == 0) {
+        pimg->high = img.high;
+        pimg->meta = (pimg->meta & ~kBounded) | (img.meta & kBounded);
+        prg.Add(W::kMeta, W::kHigh + 1);
+      }
+      n_.Commit(a, p, *pimg, prg);
+      if (level == 0 && Checks::kMarkReclaimedDead) {
+        img.meta &= ~kLive;
+        n_.Commit(a, n, img, Ranges().Add(W::kMeta, W::kMeta + 1));
+      }  // (else the mutant: n still claims its range)
+      *outcome = Outcome::kDone;
+    }
+    return n_.PublishAndRelease(a, held, r, n, std::move(s));
   }
 
   NodeAccess<V, Checks>& n_;

@@ -29,9 +29,11 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "structures/common/client.h"
+#include "structures/common/held_locks.h"
 #include "structures/skiplist/allocator.h"
 #include "structures/skiplist/layout.h"
 #include "structures/skiplist/node_access.h"
@@ -101,11 +103,13 @@ class Splitter {
     rg.Add(W::kMeta, W::kNext + 1);
     // Until n's write lands, [m, old high) has no live owner: a reader that
     // follows x's new link finds n not owning the key and waits for n's lock.
-    // NIC: both WRITEs go out in this order on one QP at Locked's Flush,
-    // before n's unlock. n's version goes on from its old one.
+    // NIC: both WRITEs go out in this order on one QP when they are
+    // published, before n's unlock. n's version goes on from its old one.
     I old;
-    RETURN_IF_ERROR(n_.Locked(a, r, n, &old, [&]() -> absl::Status {
-      RETURN_IF_ERROR(alloc_.ExpectDead(r, n, old, "was allocated but is live"));
+    HeldLocks held(n_.common().lock(), r);
+    absl::Status s = n_.LockNode(a, held, r, n, &old);
+    if (s.ok()) s = alloc_.ExpectDead(r, n, old, "was allocated but is live");
+    if (s.ok()) {
       fresh.version = old.version;
       if constexpr (Checks::kSplitLeftFirst) {
         n_.Commit(a, x, *leaf, rg);
@@ -116,8 +120,8 @@ class Splitter {
         Checks::BetweenSplitWrites();
         n_.Commit(a, x, *leaf, rg);
       }
-      return absl::OkStatus();
-    }));
+    }
+    RETURN_IF_ERROR(n_.PublishAndRelease(a, held, r, n, std::move(s)));
     *made = {n, m, h};
     return absl::OkStatus();
   }
@@ -147,42 +151,59 @@ class Splitter {
   // One level of LinkTower; *gone when the node is no longer the one made.
   template <typename A>
   absl::Status LinkLevel(A& a, const Route& r, const SplitNode& made, size_t level, bool* gone) {
-    const uint64_t n = made.idx, m = made.low;
     for (int attempt = 0;; ++attempt) {
       if (attempt > 1000) return absl::AbortedError("SkipList: could not link a tower level in 1000 attempts");
       a.Forget();
       uint64_t preds[kMaxHeight] = {};
       uint64_t unused;
-      RETURN_IF_ERROR(n_.Descend(a, r, m - 1, level, &unused, preds));
+      RETURN_IF_ERROR(n_.Descend(a, r, made.low - 1, level, &unused, preds));
       const uint64_t p = preds[level];
       bool linked = false;
       I pimg;
-      RETURN_IF_ERROR(n_.Locked(a, r, p, &pimg, [&]() -> absl::Status {
-        if (p != 0 && (!pimg.live() || pimg.height() <= level || pimg.low >= m)) return absl::OkStatus();
-        const uint64_t s = pimg.next[level];
-        if (s != 0) {
-          uint64_t slow = 0;
-          RETURN_IF_ERROR(n_.LoadWord(a, r, s, W::kLow, &slow));
-          if (slow < m) return absl::OkStatus();  // p is no longer the predecessor: again
-        }
-        I nimg;
-        RETURN_IF_ERROR(n_.Locked(a, r, n, &nimg, [&]() -> absl::Status {
-          if (!nimg.live() || nimg.height() <= level || nimg.low != m) {  // being reclaimed
-            *gone = true;
-            return absl::OkStatus();
-          }
-          nimg.next[level] = s;
-          n_.Commit(a, n, nimg, Ranges().Add(W::kNext + level, W::kNext + level + 1));
-          return absl::OkStatus();
-        }));
-        linked = true;
-        if (*gone) return absl::OkStatus();
-        pimg.next[level] = n;
-        n_.Commit(a, p, pimg, Ranges().Add(W::kNext + level, W::kNext + level + 1));
-        return absl::OkStatus();
-      }));
+      HeldLocks held(n_.common().lock(), r);
+      absl::Status s = n_.LockNode(a, held, r, p, &pimg);
+      if (s.ok()) s = LinkAfter(a, r, made, level, p, &pimg, &linked, gone);
+      RETURN_IF_ERROR(n_.PublishAndRelease(a, held, r, p, std::move(s)));
       if (linked) return absl::OkStatus();
     }
+  }
+
+  // Under the lock of p (its image in *pimg), the node's predecessor at
+  // `level` as a descent saw it: when p still is (else neither *linked nor
+  // *gone: again), links the node after p under its own lock.
+  template <typename A>
+  absl::Status LinkAfter(A& a, const Route& r, const SplitNode& made, size_t level, uint64_t p, I* pimg,
+                         bool* linked, bool* gone) {
+    const uint64_t m = made.low;
+    if (p != 0 && (!pimg->live() || pimg->height() <= level || pimg->low >= m)) return absl::OkStatus();
+    const uint64_t s = pimg->next[level];
+    if (s != 0) {
+      uint64_t slow = 0;
+      RETURN_IF_ERROR(n_.LoadWord(a, r, s, W::kLow, &slow));
+      if (slow < m) return absl::OkStatus();  // p is no longer the predecessor: again
+    }
+    RETURN_IF_ERROR(LinkNode(a, r, made, level, s, gone));
+    *linked = true;
+    if (*gone) return absl::OkStatus();
+    pimg->next[level] = made.idx;
+    n_.Commit(a, p, *pimg, Ranges().Add(W::kNext + level, W::kNext + level + 1));
+    return absl::OkStatus();
+  }
+
+  // Under the made node's lock: its next[level] = succ, or *gone when it is
+  // being reclaimed.
+  template <typename A>
+  absl::Status LinkNode(A& a, const Route& r, const SplitNode& made, size_t level, uint64_t succ, bool* gone) {
+    I nimg;
+    HeldLocks held(n_.common().lock(), r);
+    absl::Status s = n_.LockNode(a, held, r, made.idx, &nimg);
+    if (s.ok() && (!nimg.live() || nimg.height() <= level || nimg.low != made.low)) {
+      *gone = true;
+    } else if (s.ok()) {
+      nimg.next[level] = succ;
+      n_.Commit(a, made.idx, nimg, Ranges().Add(W::kNext + level, W::kNext + level + 1));
+    }
+    return n_.PublishAndRelease(a, held, r, made.idx, std::move(s));
   }
 
   NodeAccess<V, Checks>& n_;
