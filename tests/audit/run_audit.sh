@@ -22,7 +22,7 @@ manifest="$root/tests/audit/mutants.tsv"
 audit_dir=${AUDIT_DIR:-$HOME/.cache/rdmads-audit}
 tree="$audit_dir/tree"
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 rows() { grep -vE '^(#|\s*$)' "$manifest"; }
 
 want=()
