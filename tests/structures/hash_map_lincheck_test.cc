@@ -64,9 +64,28 @@ class HashMapLincheckTest : public ::testing::TestWithParam<std::string> {
                  {2, Path::kAuto, StressWorker::kMixed}};
     return c;
   }
+
+  // Full speed (FullSpeed: no pauses) on node 0's keys: two native writers
+  // and a native reader loop on the same keys, next to loopback and remote
+  // readers and writers. `keys`: 3 (every operation contended) or 96.
+  StressConfig FullSpeedAllPaths(uint64_t seed, int keys) {
+    StressConfig c = Base();
+    c.seed = seed;
+    c.home = 0;
+    c.num_keys = keys;
+    c.hot_keys = 0;
+    c.groups_per_node = keys <= 8 ? 2 : 24;
+    c.workers = {{0, Path::kAuto, StressWorker::kWriter},  {0, Path::kAuto, StressWorker::kMixed},
+                 {0, Path::kAuto, StressWorker::kReader},  {0, Path::kLoopback, StressWorker::kMixed},
+                 {1, Path::kAuto, StressWorker::kReader},  {2, Path::kAuto, StressWorker::kMixed}};
+    return FullSpeed(c);
+  }
 };
 
 TEST_P(HashMapLincheckTest, HotKeysMixedPaths) { RunAndCheck(HotKeys(11)); }
+
+TEST_P(HashMapLincheckTest, FullSpeedFewKeys) { RunAndCheck(FullSpeedAllPaths(15, 3)); }
+TEST_P(HashMapLincheckTest, FullSpeedManyKeys) { RunAndCheck(FullSpeedAllPaths(16, 96)); }
 
 // Uniform keys over all nodes.
 TEST_P(HashMapLincheckTest, UniformMixedPaths) {
@@ -112,6 +131,12 @@ TEST_P(HashMapLincheckTest, GrowingMapMixedPaths) {
   EXPECT_GE(r.splits, 6u);  // at least two per node
 }
 
+TEST_P(HashMapLincheckTest, FullSpeedGrowingMap) {
+  const StressResult r = ExpectLinearizable<HashMap<StressValue>>(FullSpeed(GrowthConfig(GetParam(), 17)),
+                                                                  HashMapModel(), absl::Seconds(20), "");
+  EXPECT_GE(r.splits, 6u);
+}
+
 // The same workloads with the soft NIC copying READ/WRITE payloads a byte at a
 // time (SoftDeviceOptions::byte_granular_copies), as Soft-RoCE does: every
 // slot word an optimistic remote or loopback reader fetches can itself be
@@ -139,6 +164,20 @@ TEST_P(HashMapLincheckByteCopiesTest, NativeWritersRemoteReaders) {
   // word for a moment, so native writes land inside a word being READ.
   c.slow_copy_node = 0;
   c.slow_copy = std::chrono::microseconds(20);
+  RunAndCheck(c);
+}
+
+TEST_P(HashMapLincheckByteCopiesTest, FullSpeedFewKeys) {
+  StressConfig c = FullSpeedAllPaths(25, 3);
+  c.byte_granular_copies = true;
+  c.slow_copy_node = 0;
+  c.slow_copy = std::chrono::microseconds(10);
+  RunAndCheck(c);
+}
+
+TEST_P(HashMapLincheckByteCopiesTest, FullSpeedManyKeys) {
+  StressConfig c = FullSpeedAllPaths(26, 96);
+  c.byte_granular_copies = true;
   RunAndCheck(c);
 }
 

@@ -128,6 +128,14 @@ inline std::vector<StressWorker> MixedPathWorkers(const std::string& backend) {
           {2, Path::kAuto}};
 }
 
+// `c` with every worker at full speed: no pause between operations, so
+// native readers and writers on one node overlap on the same keys as often
+// as the CPU allows (paused workers almost never do).
+inline StressConfig FullSpeed(StressConfig c) {
+  for (StressWorker& w : c.workers) w.think = std::chrono::microseconds(0);
+  return c;
+}
+
 // What RunMapStress needs of a map type M (specialized next to each map):
 //   static absl::StatusOr<M> Create(rdma::Cluster&, const StressConfig&);
 //   static std::vector<uint64_t> Keys(const M&, const StressConfig&);

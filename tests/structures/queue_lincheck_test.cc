@@ -66,6 +66,17 @@ class QueueLincheckTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(QueueLincheckTest, MixedPaths) { CheckUnbounded(Mixed(1)); }
 
+// Full speed: no worker pauses, so the native producer and consumer on node
+// 0 meet each other (and the NIC workers) at the ring's ends as often as
+// the CPU allows; with two native threads both producing and consuming, and
+// with a small ring that wraps many times.
+TEST_P(QueueLincheckTest, FullSpeedMixedPaths) { CheckUnbounded(FullSpeed(Mixed(5))); }
+TEST_P(QueueLincheckTest, FullSpeedNativesBothWays) {
+  QueueStressConfig c = FullSpeed(Mixed(6));
+  for (int w : {0, 1}) c.workers[w].role = QueueWorker::kBoth;
+  CheckUnbounded(c);
+}
+
 // The batch conditions on hand-made histories that the per-value queue
 // checker accepts (each value recorded as its own operation over the
 // batch's interval).
@@ -159,6 +170,14 @@ class QueueLincheckByteCopiesTest : public QueueLincheckTest {};
 
 TEST_P(QueueLincheckByteCopiesTest, MixedPaths) {
   QueueStressConfig c = Mixed(3);
+  c.byte_granular_copies = true;
+  c.pause = std::chrono::microseconds(10);
+  c.ops_per_worker = 600;
+  CheckUnbounded(c);
+}
+
+TEST_P(QueueLincheckByteCopiesTest, FullSpeedMixedPaths) {
+  QueueStressConfig c = FullSpeed(Mixed(7));
   c.byte_granular_copies = true;
   c.pause = std::chrono::microseconds(10);
   c.ops_per_worker = 600;

@@ -82,6 +82,12 @@ struct QueueStressConfig {
   std::chrono::microseconds native_park{0};
 };
 
+// `c` with every worker at full speed: no pause between operations.
+inline QueueStressConfig FullSpeed(QueueStressConfig c) {
+  for (QueueWorker& w : c.workers) w.think = std::chrono::microseconds(0);
+  return c;
+}
+
 struct QueueStressResult {
   lincheck::History history;
   // The values of every batch of 2 or more that moved values, in order:

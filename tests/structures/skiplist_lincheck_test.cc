@@ -108,6 +108,18 @@ TEST_P(SkipListLincheckTest, LowerBoundAcrossNodes) {
   for (uint64_t seed : {13, 14, 15}) RunAndCheck(LowerBounds(seed));
 }
 
+// Full speed (FullSpeed: no pauses): the native workers on node 0 loop on
+// the same keys as each other and as the NIC workers. Few hot keys, many
+// keys that split and reclaim nodes, and LowerBound across the parts.
+TEST_P(SkipListLincheckTest, FullSpeedHotKeys) { RunAndCheck(FullSpeed(HotKeys(17))); }
+TEST_P(SkipListLincheckTest, FullSpeedSplitsAndReclaims) {
+  RunAndCheck(FullSpeed(Splits(18)));
+  RunAndCheck(FullSpeed(Reclaims(19)));
+}
+TEST_P(SkipListLincheckTest, FullSpeedLowerBound) {
+  for (uint64_t seed : {31, 32}) RunAndCheck(FullSpeed(LowerBounds(seed)));
+}
+
 // The same with the soft NIC copying payloads a byte at a time, as Soft-RoCE
 // does, and node 0's image copies parked mid-word: every optimistic NIC read
 // can be torn against native writers, and NIC writes half seen by native
@@ -134,6 +146,12 @@ TEST_P(SkipListLincheckByteCopiesTest, ReclamationUnderReaders) {
 }
 TEST_P(SkipListLincheckByteCopiesTest, LowerBoundAcrossNodes) {
   RunAndCheck(ByteCopies(LowerBounds(23)));
+}
+TEST_P(SkipListLincheckByteCopiesTest, FullSpeedHotKeys) {
+  RunAndCheck(ByteCopies(FullSpeed(HotKeys(27))));
+}
+TEST_P(SkipListLincheckByteCopiesTest, FullSpeedSplits) {
+  RunAndCheck(ByteCopies(FullSpeed(Splits(28))));
 }
 
 // Scan is weakly consistent. Writers on every path insert and erase
