@@ -1,0 +1,355 @@
+// Lock checks that the mixed-path stress (mutual_exclusion_test) does not
+// reach, each shown by its own test (tests/audit/table_locks.md):
+//  * ALock's native cohort under contention: several native threads on one
+//    lock next to loopback and remote threads, so native threads queue behind
+//    each other (MCS link, hand-over, budget) as well as behind the NIC
+//    cohort; mutual_exclusion_test has one native thread per lock;
+//  * a queue word that names no descriptor (an ALock or MCS tail, an MCS
+//    `next` link): the lock returns DataLoss and never writes through it;
+//  * the RDMA spin lock finding its own token in the word after its release
+//    (a CAS executed twice): DataLoss at once, not a wait for nobody;
+//  * the native gate keeps its lease past the native budget while no NIC
+//    thread waits (the releaser's look at r_tail);
+//  * ALock's NIC locker whose first CAS finds a holder and whose swap then
+//    finds the queue empty: the line its first chain read (and the chained
+//    READs after it) were read before its flag went up, so it reads the line
+//    again and does not report the chained READs as the holder's. The soft
+//    NIC's copy hook holds the first chain while the holder leaves.
+// Soft NIC only: the corrupted words are stored by the test's CPU, and the
+// races are placed with the soft NIC's copy hook.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "locks/alock.h"
+#include "locks/baselines.h"
+#include "locks/lock.h"
+#include "locks/native_gate.h"
+#include "rdma/cluster.h"
+#include "rdma/session.h"
+#include "rdma/soft/soft_nic.h"
+#include "tests/locks/stress_harness.h"
+
+namespace locks::testing {
+namespace {
+
+using rdma::NodeId;
+using rdma::RemotePtr;
+
+ClientFactory ALockFactory() {
+  return [](rdma::Node& node, rdma::Session* session) -> absl::StatusOr<std::unique_ptr<LockClient>> {
+    ClientOptions o;
+    o.timeout = std::chrono::seconds(20);
+    return NewLockClient(LockKind::kALock, node, session, o);
+  };
+}
+
+// Three native threads, a loopback and a remote thread on ONE lock: every
+// acquisition contends, native threads hand over to each other through the
+// native cohort's queue (budget 2 keeps them running Peterson against the
+// NIC cohort too). Counts exact, no overlap, no error.
+TEST(LockChecks, ALockNativeCohortUnderContention) {
+  StressConfig cfg;
+  cfg.name = "alock_native_cohort";
+  cfg.num_nodes = 2;
+  cfg.lock_nodes = {0};
+  cfg.locks_per_node = 1;
+  cfg.init = {LockKind::kALock, {2, 2}};
+  cfg.factory = ALockFactory();
+  cfg.threads = {{0, Path::kAuto}, {0, Path::kAuto}, {0, Path::kAuto}, {0, Path::kLoopback}, {1, Path::kAuto}};
+  cfg.iterations_per_thread = Scaled(6000);
+  cfg.max_duration = std::chrono::seconds(30);
+  cfg.seed = 31;
+  StressResult r = RunStress(cfg);
+  std::printf("[%s] %s\n", cfg.name.c_str(), r.Summary().c_str());
+  EXPECT_TRUE(r.errors.empty()) << r.Summary();
+  EXPECT_EQ(r.overlaps, 0u) << r.Summary();
+  EXPECT_EQ(r.mismatched_locks, 0u) << r.Summary();
+  EXPECT_EQ(r.counter_total, r.acquisitions);
+  EXPECT_GT(r.acquisitions, 0u);
+}
+
+class CorruptWordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rdma::ClusterOptions o;
+    o.num_nodes = 2;
+    o.node.arena_bytes = 2 << 20;
+    o.fabric.kind = rdma::FabricKind::kSoft;
+    auto c = rdma::Cluster::Create(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    cluster_ = std::move(*c);
+  }
+  std::unique_ptr<rdma::Session> Session(NodeId n) { return std::move(*cluster_->NewSession(n)); }
+  LockTable Table(LockKind kind) {
+    auto t = LockTable::Create(cluster_->node(0), 1, {kind, {}});
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *t;
+  }
+  std::unique_ptr<LockClient> Client(LockKind kind, NodeId n, rdma::Session* s, std::chrono::milliseconds timeout) {
+    ClientOptions o;
+    o.timeout = timeout;
+    auto c = NewLockClient(kind, cluster_->node(n), s, o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  // A word inside node 0's arena that is no descriptor line (not 64-byte
+  // aligned): what a corrupted tail would name.
+  uint64_t NotADescriptor() const { return RemotePtr(0, cluster_->node(0).arena_info().base + 8).raw(); }
+
+  std::unique_ptr<rdma::Cluster> cluster_;
+};
+
+// ALock's NIC locker swaps itself into r_tail and links behind the old tail:
+// an old tail that names no descriptor is DataLoss, before any WRITE to it.
+// (Written through, the link would land in the arena and the locker would
+// wait out its timeout for a budget nobody hands.)
+TEST_F(CorruptWordTest, ALockNicLockerRefusesATailThatNamesNoDescriptor) {
+  LockTable t = Table(LockKind::kALock);
+  t.at(0).local<ALockWord>()->r_tail.Store(NotADescriptor());
+  auto s = Session(1);
+  auto c = Client(LockKind::kALock, 1, s.get(), std::chrono::milliseconds(300));
+  ASSERT_NE(c, nullptr);
+  const absl::Status st = c->Lock(t.at(0));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+}
+
+// The same for the RDMA MCS lock's tail word.
+TEST_F(CorruptWordTest, RdmaMcsLockerRefusesATailThatNamesNoDescriptor) {
+  LockTable t = Table(LockKind::kRdmaMcs);
+  t.at(0).local<NicLockLine>()->word.Store(NotADescriptor());
+  auto s = Session(1);
+  auto c = Client(LockKind::kRdmaMcs, 1, s.get(), std::chrono::milliseconds(300));
+  ASSERT_NE(c, nullptr);
+  const absl::Status st = c->Lock(t.at(0));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+}
+
+// The RDMA MCS releaser with a successor waits for the successor's `next`
+// link to name a descriptor line; one that never does (here: the link
+// moved 8 bytes into the successor's line) is DataLoss at the timeout, and
+// nothing is written through it (written, kGo would land in the successor's
+// `next` word and the successor would wait for nothing).
+TEST_F(CorruptWordTest, RdmaMcsReleaserRefusesANextLinkThatNamesNoDescriptor) {
+  LockTable t = Table(LockKind::kRdmaMcs);
+  const RemotePtr lock = t.at(0);
+  auto sa = Session(1);
+  auto sb = Session(1);
+  auto a = Client(LockKind::kRdmaMcs, 1, sa.get(), std::chrono::milliseconds(300));
+  auto b = Client(LockKind::kRdmaMcs, 1, sb.get(), std::chrono::milliseconds(1500));
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Lock(lock).ok());
+  const uint64_t mine = lock.local<NicLockLine>()->word.Load();  // a's descriptor, the tail
+  rdma::PlainWord& next = RemotePtr::FromRaw(mine).local<ALockDescriptor>()->next;
+  absl::Status b_status;
+  std::thread waiter([&] { b_status = b->Lock(lock); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (next.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  const uint64_t linked = next.Load();
+  ASSERT_NE(linked, 0u) << "the waiter never linked in";
+  next.Store(linked + 8);
+  const absl::Status st = a->Unlock(lock);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  waiter.join();
+  EXPECT_EQ(b_status.code(), absl::StatusCode::kDeadlineExceeded) << "nobody handed b the lock: " << b_status;
+}
+
+// The RDMA spin lock's word holding this client's own token after its
+// release means one of its CASes ran twice (rxe re-executing a retransmitted
+// atomic): nobody will ever release it. Lock says so at once (DataLoss)
+// instead of waiting out its timeout.
+TEST_F(CorruptWordTest, RdmaSpinFindingItsOwnTokenIsDataLoss) {
+  LockTable t = Table(LockKind::kRdmaSpin);
+  const RemotePtr lock = t.at(0);
+  auto s = Session(1);
+  auto c = Client(LockKind::kRdmaSpin, 1, s.get(), std::chrono::seconds(5));
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Lock(lock).ok());
+  rdma::NicWord& word = lock.local<NicLockLine>()->word;
+  const uint64_t token = word.Load();
+  ASSERT_NE(token, 0u);
+  ASSERT_TRUE(c->Unlock(lock).ok());
+  ASSERT_EQ(word.Load(), 0u);
+  word.Store(token);  // the first CAS, executed again after the release
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status st = c->Lock(lock);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4)) << "it waited for nobody";
+}
+
+// The native gate, native threads only, native budget 1: each holder stays
+// inside until the other thread is counted at the gate, so releases have a
+// waiter. With no NIC thread waiting (r_tail is 0) the lease is kept past
+// the budget for that waiter, never given up "for the NIC cohort". (A
+// releaser that gave it up at the budget regardless would make the next
+// holder run Peterson again for nobody.)
+TEST(LockChecks, NativeGateKeepsItsLeasePastTheBudgetWhileNoNicThreadWaits) {
+  rdma::ClusterOptions o;
+  o.num_nodes = 1;
+  o.node.arena_bytes = 1 << 20;
+  o.fabric.kind = rdma::FabricKind::kSoft;
+  auto cluster = std::move(*rdma::Cluster::Create(o));
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {.local = 1, .remote = 1}});
+  const RemotePtr lock = t.at(0);
+  auto gate = NativeGate::Create(cluster->node(0), lock, {});
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  const rdma::CpuWord& word = lock.local<ALockWord>()->l_tail;
+  constexpr int kRuns = 200;
+  std::atomic<int> done[2] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int me = 0; me < 2; ++me) {
+    threads.emplace_back([&, me] {
+      for (int i = 0; i < kRuns; ++i) {
+        const absl::Status s = (*gate)->Run([&] {
+          // Hold until the other thread is counted at the gate (or is done).
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while ((word.Load() >> 8) == 0 && done[1 - me].load() < kRuns &&
+                 std::chrono::steady_clock::now() < until) {
+            std::this_thread::yield();
+          }
+          return absl::OkStatus();
+        });
+        ASSERT_TRUE(s.ok()) << s;
+      }
+      done[me].store(kRuns);
+    });
+  }
+  for (auto& th : threads) th.join();
+  const NativeGateStats& st = (*gate)->stats();
+  EXPECT_EQ(st.runs, 2u * kRuns);
+  EXPECT_EQ(st.nic_yields, 0u) << "gave the lease up for a NIC cohort that was not there";
+  EXPECT_GT(st.lease_kept, 0u) << "no release had a waiter";
+  EXPECT_EQ(word.Load(), 0u);
+}
+
+// Holds node `n`'s NIC copies: the `at`-th copied word (1-based) from now on
+// blocks, in the NIC, until Release() (10 s at most); every other copy runs.
+class CopyGate {
+ public:
+  CopyGate(rdma::Cluster& cluster, NodeId n, int at)
+      : faults_(rdma::soft::AsSoftDevice(cluster.node(n).device())->faults()) {
+    faults_.SetCopyHook([this, at](uint64_t) {
+      if (calls_.fetch_add(1) + 1 != at) return;
+      reached_.store(true);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!released_.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    });
+  }
+  ~CopyGate() {
+    Release();
+    faults_.SetCopyHook(nullptr);
+  }
+  // Waits until the copy is held; false after 20 s.
+  bool WaitReached() const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!reached_.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    return reached_.load();
+  }
+  void Release() { released_.store(true); }
+
+ private:
+  rdma::soft::FaultInjector& faults_;
+  std::atomic<int> calls_{0};
+  std::atomic<bool> reached_{false}, released_{false};
+};
+
+struct RemoteWaitSignal final : ALockObserver {
+  void OnPetersonWait(RemotePtr, Cohort c) override {
+    if (c == Cohort::kRemote) waiting.store(true);
+  }
+  std::atomic<bool> waiting{false};
+};
+
+std::unique_ptr<rdma::Cluster> TwoSoftNodes() {
+  rdma::ClusterOptions o;
+  o.num_nodes = 2;
+  o.node.arena_bytes = 2 << 20;
+  o.fabric.kind = rdma::FabricKind::kSoft;
+  return std::move(*rdma::Cluster::Create(o));
+}
+
+// The NIC locker R (node 1) chains {CAS r_tail 0 -> R, READ line}; the CAS
+// fails (X, a loopback thread, holds the lock) and the READ sees the native
+// flag down. Held there by the copy hook, X leaves and a native thread takes
+// the lock (fast path: r_tail is 0). R's swap then finds r_tail 0, so R
+// heads its cohort: it must read the line again, see the native flag up and
+// wait in Peterson, not enter on the line it read before its flag went up.
+TEST(LockChecks, ALockNicLockerReadsTheLineAgainWhenItsSwapFindsTheQueueEmpty) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
+  const RemotePtr lock = t.at(0);
+  auto s0 = std::move(*cluster->NewSession(0));
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto x = std::move(*ALockClient::Create(cluster->node(0), s0.get()));
+  auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr));
+  RemoteWaitSignal observer;
+  auto r = std::move(*ALockClient::Create(cluster->node(1), s1.get(), ClientOptions{}, &observer));
+  ASSERT_TRUE(x->Lock(lock, Path::kLoopback).ok());
+  std::atomic<bool> in{false};
+  absl::Status r_status;
+  std::optional<CopyGate> hold;
+  hold.emplace(*cluster, 0, /*at=*/8);  // the last word of R's line READ
+  std::thread locker([&] {
+    r_status = r->Lock(lock);
+    in.store(true);
+  });
+  ASSERT_TRUE(hold->WaitReached()) << "R's first chain never reached its line READ";
+  ASSERT_TRUE(x->Unlock(lock).ok());
+  ASSERT_TRUE(native->Lock(lock).ok());
+  hold->Release();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!in.load() && !observer.waiting.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  EXPECT_FALSE(in.load()) << "R entered while the native thread held the lock: " << r_status;
+  EXPECT_TRUE(observer.waiting.load()) << "R never waited for the native holder";
+  ASSERT_TRUE(native->Unlock(lock).ok());
+  locker.join();
+  hold.reset();
+  ASSERT_TRUE(r_status.ok()) << r_status;
+  EXPECT_TRUE(r->Unlock(lock).ok());
+}
+
+// The same gap with READs chained behind the acquire (LockAndRead): they ran
+// while X held the lock, and X changed the word they read before leaving.
+// R's swap finds the queue empty and R enters on the fast path; its chained
+// READs must not count as read by the holder.
+TEST(LockChecks, ALockChainedReadsBeforeTheLockAreNotReportedAsTheHolders) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
+  const RemotePtr lock = t.at(0);
+  const RemotePtr data = *cluster->node(0).Allocate(64);
+  rdma::PlainWord& word = *data.local<rdma::PlainWord>();
+  auto s0 = std::move(*cluster->NewSession(0));
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto x = std::move(*ALockClient::Create(cluster->node(0), s0.get()));
+  auto r = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
+  ASSERT_TRUE(x->Lock(lock, Path::kLoopback).ok());
+  uint64_t seen = ~uint64_t{0};
+  bool also_done = false;
+  absl::Status r_status;
+  std::optional<CopyGate> hold;
+  hold.emplace(*cluster, 0, /*at=*/9);  // R's chained READ of `data`, after the line's 8 words
+  std::thread locker([&] {
+    const rdma::ChainedRead also[] = {{data, &seen, 8}};
+    r_status = r->LockAndRead(lock, Path::kAuto, also, &also_done);
+  });
+  ASSERT_TRUE(hold->WaitReached()) << "R's first chain never reached its chained READ";
+  word.Store(1);  // X's critical section
+  ASSERT_TRUE(x->Unlock(lock).ok());
+  hold->Release();
+  locker.join();
+  hold.reset();
+  ASSERT_TRUE(r_status.ok()) << r_status;
+  EXPECT_FALSE(also_done) << "R took its chained READ (" << seen << "; X wrote 1 after it) as read by the holder";
+  EXPECT_TRUE(r->Unlock(lock).ok());
+}
+
+}  // namespace
+}  // namespace locks::testing

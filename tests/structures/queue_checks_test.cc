@@ -1,0 +1,333 @@
+// Queue checks that the recorded stress (queue_stress.h, whose native
+// workers think between operations) does not reach, each shown by its own
+// test (tests/audit/table_queue.md):
+//  * native producers and consumers at full speed on one node, next to NIC
+//    threads: a native consumer that reads a payload before its seq word, a
+//    native producer that publishes before its payload, or native threads
+//    that bypass the gate lose or duplicate values only within nanoseconds
+//    of each other, which 20 us of think time between operations hides;
+//  * a seq word seen half written (a publish whose bytes land one at a
+//    time) is read again until whole: the consumer returns the value, not
+//    "empty" and not DataLoss;
+//  * a seq word that stays neither free nor full is DataLoss for consumers
+//    and producers, never a value or a slot to write.
+// Soft NIC only. The seq-word tests change ring words with CPU stores, at
+// the places layout.h defines.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "rdma/cluster.h"
+#include "rdma/rmw_word.h"
+#include "structures/queue/layout.h"
+#include "structures/queue/queue.h"
+#include "testing/backends.h"
+
+namespace structures {
+namespace {
+
+using queue_internal::Header;
+using queue_internal::RingLayout;
+
+struct Val {
+  int64_t w[4];
+};
+Val Make(int64_t v) { return {{v, v, v, v}}; }
+bool Whole(const Val& x) { return x.w[0] == x.w[1] && x.w[1] == x.w[2] && x.w[2] == x.w[3]; }
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Two native producers and two native consumers on node 0 looping with no
+// pause on node 0's ring of 8 slots, plus a loopback producer and a remote
+// consumer, which pause 100 us between operations (a NIC operation holds its
+// side's lock for round trips; back to back they would keep the native
+// threads waiting most of the time instead of racing each other). Values are (producer + 1) << 32 | n, all four words equal. Each
+// consumer checks every value is whole and that it sees each producer's
+// values in increasing order (FIFO); at the end every value enqueued was
+// dequeued exactly once.
+TEST(QueueChecks, FullSpeedNativeProducersAndConsumersWithNicThreads) {
+  auto cluster = rdma::testing::MakeCluster("soft", 2, 16 << 20);
+  ASSERT_NE(cluster, nullptr);
+  QueueOptions qo;
+  qo.capacity = 8;
+  qo.lock_timeout = std::chrono::seconds(20);
+  auto q = Queue<Val>::Create(*cluster, qo);
+  ASSERT_TRUE(q.ok()) << q.status();
+
+  struct Worker {
+    rdma::NodeId node;
+    Path path;
+    bool producer;
+    std::chrono::microseconds pause{0};
+  };
+  const std::vector<Worker> workers = {{0, Path::kAuto, true},  {0, Path::kAuto, true},
+                                       {0, Path::kAuto, false}, {0, Path::kAuto, false},
+                                       {0, Path::kLoopback, true, std::chrono::microseconds(100)},
+                                       {1, Path::kAuto, false, std::chrono::microseconds(100)}};
+  const int num_producers = 3;
+  const auto duration = std::chrono::milliseconds(kSanitized ? 3000 : 1500);
+  constexpr int64_t kMaxPerProducer = 3'000'000;  // bounds memory; far above what 1.5 s allows
+
+  std::atomic<bool> stop{false};          // producers stop
+  std::atomic<bool> stop_all{false};      // an error: everyone stops
+  std::atomic<int> producing{num_producers};
+  std::atomic<int> ready{0};
+  std::vector<int64_t> produced(num_producers, 0);
+  std::vector<std::vector<int64_t>> taken(workers.size());  // per consumer, in order
+  std::mutex mu;
+  std::vector<std::string> errors;
+  auto fail = [&](std::string what) {
+    std::lock_guard<std::mutex> l(mu);
+    errors.push_back(std::move(what));
+    stop.store(true);
+    stop_all.store(true);
+  };
+
+  std::vector<std::thread> threads;
+  int next_producer = 0;
+  for (size_t t = 0; t < workers.size(); ++t) {
+    const Worker w = workers[t];
+    const int pid = w.producer ? next_producer++ : -1;
+    threads.emplace_back([&, t, w, pid] {
+      auto session = cluster->NewSession(w.node);
+      auto client = session.ok() ? q->NewClient(cluster->node(w.node), session->get())
+                                 : absl::StatusOr<std::unique_ptr<Queue<Val>::Client>>(session.status());
+      ready.fetch_add(1);
+      while (ready.load() < static_cast<int>(workers.size())) std::this_thread::yield();
+      if (!client.ok()) {
+        fail(absl::StrCat("worker ", t, ": ", client.status().ToString()));
+        if (w.producer) producing.fetch_sub(1);
+        return;
+      }
+      auto& c = **client;
+      if (w.producer) {
+        int64_t n = 0;
+        while (!stop.load(std::memory_order_relaxed) && n < kMaxPerProducer) {
+          const int64_t v = (int64_t{pid + 1} << 32) | (n + 1);
+          absl::StatusOr<bool> in = c.Enqueue(0, Make(v), w.path);
+          if (!in.ok()) {
+            fail(absl::StrCat("producer ", pid, ": ", in.status().ToString()));
+            break;
+          }
+          if (*in) ++n;  // full: try again at once
+          if (w.pause.count() > 0) std::this_thread::sleep_for(w.pause);
+        }
+        produced[pid] = n;
+        producing.fetch_sub(1);
+        return;
+      }
+      std::vector<int64_t>& mine = taken[t];
+      std::vector<int64_t> last(num_producers, 0);
+      for (;;) {
+        const bool drained_after = producing.load() == 0;  // read before the dequeue
+        absl::StatusOr<std::optional<Val>> out = c.Dequeue(0, w.path);
+        if (!out.ok()) {
+          fail(absl::StrCat("consumer ", t, ": ", out.status().ToString()));
+          return;
+        }
+        if (w.pause.count() > 0) std::this_thread::sleep_for(w.pause);
+        if (!out->has_value()) {
+          if (drained_after || stop_all.load()) return;  // empty after every enqueue returned
+          continue;
+        }
+        const Val& x = **out;
+        if (!Whole(x)) {
+          fail(absl::StrCat("consumer ", t, " took a torn value ", x.w[0], " ", x.w[1], " ", x.w[2], " ", x.w[3]));
+          return;
+        }
+        const int64_t p = (x.w[0] >> 32) - 1, n = x.w[0] & 0xffffffff;
+        if (p < 0 || p >= num_producers || n == 0) {
+          fail(absl::StrCat("consumer ", t, " took ", x.w[0], ", which nobody enqueued"));
+          return;
+        }
+        if (n <= last[p]) {
+          fail(absl::StrCat("consumer ", t, " took value ", n, " of producer ", p, " after its value ", last[p]));
+          return;
+        }
+        last[p] = n;
+        mine.push_back(x.w[0]);
+      }
+    });
+  }
+  std::this_thread::sleep_for(duration);
+  stop.store(true);
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(errors.empty()) << errors.size() << " error(s), first: " << errors.front();
+
+  std::vector<std::vector<int64_t>> by_producer(num_producers);
+  size_t total = 0;
+  for (const auto& v : taken) {
+    for (int64_t x : v) by_producer[(x >> 32) - 1].push_back(x & 0xffffffff);
+    total += v.size();
+  }
+  for (int p = 0; p < num_producers; ++p) {
+    std::vector<int64_t>& got = by_producer[p];
+    std::sort(got.begin(), got.end());
+    const auto dup = std::adjacent_find(got.begin(), got.end());
+    EXPECT_EQ(dup, got.end()) << "producer " << p << "'s value " << *dup << " was dequeued twice";
+    EXPECT_EQ(static_cast<int64_t>(got.size()), produced[p]) << "producer " << p << " enqueued " << produced[p]
+                                                             << ", " << got.size() << " came out";
+    if (!got.empty()) {
+      EXPECT_EQ(got.back(), produced[p]);
+    }
+  }
+  std::printf("%zu values through a ring of 8 in %lld ms: produced %lld (native), %lld (native), %lld (loopback)\n",
+              total, static_cast<long long>(duration.count()), static_cast<long long>(produced[0]),
+              static_cast<long long>(produced[1]), static_cast<long long>(produced[2]));
+  EXPECT_GT(produced[0] + produced[1], 1000) << "the native producers hardly ran";
+  EXPECT_GT(produced[2], 0) << "the loopback producer never got in";
+}
+
+// Node 0's ring of a one-node queue, found by its first payload: the tests
+// below change its words as a writer in flight, or a broken one, would.
+class RingWords {
+ public:
+  // Enqueues and dequeues a marker natively through `c`: afterwards the ring
+  // is empty at position 1.
+  static absl::StatusOr<RingWords> Find(rdma::Node& node, Queue<Val>::Client& c, uint64_t capacity) {
+    const Val marker = {{0x5eed0001, 0x5eed0002, 0x5eed0003, 0x5eed0004}};
+    if (!c.Enqueue(0, marker).value_or(false)) return absl::InternalError("cannot enqueue the marker");
+    const rdma::ArenaInfo a = node.arena_info();
+    const RingLayout<Val> l{capacity};
+    for (uint64_t at = a.base; at + sizeof(Val) <= a.base + a.length; at += 8) {
+      const auto* w = reinterpret_cast<const uint64_t*>(at);
+      if (w[0] != 0x5eed0001 || w[1] != 0x5eed0002 || w[2] != 0x5eed0003 || w[3] != 0x5eed0004) continue;
+      char* base = reinterpret_cast<char*>(at - l.payload_offset(0));
+      if (reinterpret_cast<Header*>(base)->tail.Load() != 1) continue;
+      auto out = c.Dequeue(0);
+      if (!out.ok() || !out->has_value()) return absl::InternalError("cannot dequeue the marker");
+      return RingWords(base, l);
+    }
+    return absl::InternalError("the marker is nowhere in the arena");
+  }
+  Header& header() const { return *reinterpret_cast<Header*>(base_); }
+  rdma::PlainWord& seq(uint64_t position) const {
+    return *reinterpret_cast<rdma::PlainWord*>(base_ + l_.seq_offset(l_.Slot(position)));
+  }
+  rdma::PlainWord* payload(uint64_t position) const {
+    return reinterpret_cast<rdma::PlainWord*>(base_ + l_.payload_offset(l_.Slot(position)));
+  }
+  const RingLayout<Val>& layout() const { return l_; }
+
+ private:
+  RingWords(char* base, RingLayout<Val> l) : base_(base), l_(l) {}
+  char* base_;
+  RingLayout<Val> l_;
+};
+
+class QueueSeqWordTest : public ::testing::Test {
+ protected:
+  void Make(uint64_t capacity) {
+    cluster_ = rdma::testing::MakeCluster("soft", 1, 4 << 20);
+    ASSERT_NE(cluster_, nullptr);
+    QueueOptions qo;
+    qo.capacity = capacity;
+    qo.lock_timeout = std::chrono::seconds(20);
+    auto q = Queue<Val>::Create(*cluster_, qo);
+    ASSERT_TRUE(q.ok()) << q.status();
+    q_ = std::make_unique<Queue<Val>>(std::move(*q));
+    auto c = q_->NewClient(cluster_->node(0), nullptr);  // native only
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    auto ring = RingWords::Find(cluster_->node(0), *client_, capacity);
+    ASSERT_TRUE(ring.ok()) << ring.status();
+    ring_.emplace(*ring);
+  }
+  void TearDown() override {
+    client_.reset();
+    q_.reset();
+  }
+
+  std::unique_ptr<rdma::Cluster> cluster_;
+  std::unique_ptr<Queue<Val>> q_;
+  std::unique_ptr<Queue<Val>::Client> client_;
+  std::optional<RingWords> ring_;
+};
+
+// A publish seen half landed. Capacity 3 and position 255: the slot's seq
+// goes from "free for 255" (0xff) to "holds 255" (0x100), two bytes. With
+// its low byte landed and the next not yet, the word reads 0: neither free
+// nor full. The consumer (inside its step: the head gate is held) must read
+// the word again until it is whole, then return the value; not "empty", and
+// not DataLoss (the rest lands 100 ms later, well inside its 2 s).
+TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWhole) {
+  Make(3);
+  const RingLayout<Val>& l = ring_->layout();
+  for (int64_t i = 1; i < 255; ++i) {  // the marker took position 0
+    ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(i)));
+    ASSERT_EQ((*client_->Dequeue(0))->w[0], i);
+  }
+  constexpr uint64_t p = 255;
+  ASSERT_EQ(ring_->header().head.Load(), p);
+  ASSERT_EQ(ring_->seq(p).Load(), l.FreeFor(p));
+  ASSERT_EQ(l.FreeFor(p), 0xffu);
+  ASSERT_EQ(l.HoldsValueOf(p), 0x100u);
+  // The producer's payload, whole, then the seq's first byte.
+  const Val v = ::structures::Make(777);
+  for (int x = 0; x < 4; ++x) ring_->payload(p)[x].Store(static_cast<uint64_t>(v.w[x]));
+  auto* bytes = reinterpret_cast<uint8_t*>(&ring_->seq(p));  // the word's bytes, low first (x86)
+  std::atomic_ref<uint8_t>(bytes[0]).store(0x00, std::memory_order_release);
+  ASSERT_EQ(ring_->seq(p).Load(), 0u);
+
+  absl::StatusOr<std::optional<Val>> out;
+  std::thread consumer([&] { out = client_->Dequeue(0); });
+  // The consumer holds the head gate (its word is nonzero) while it works.
+  const rdma::CpuWord& head_gate = ring_->header().head_lock.l_tail;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (head_gate.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::atomic_ref<uint8_t>(bytes[1]).store(0x01, std::memory_order_release);  // the rest lands
+  ring_->header().tail.Store(p + 1);
+  consumer.join();
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(out->has_value()) << "a publish in flight read as \"empty\"";
+  EXPECT_EQ((*out)->w[0], 777);
+  EXPECT_EQ(ring_->seq(p).Load(), l.FreedAfter(p));
+  EXPECT_EQ(*client_->Dequeue(0), std::nullopt);
+  ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(778)));
+  EXPECT_EQ((*client_->Dequeue(0))->w[0], 778);
+}
+
+// A seq word that stays neither free nor full (a writer broke the protocol):
+// a consumer returns DataLoss, not the slot's payload and not "empty".
+TEST_F(QueueSeqWordTest, AConsumerFindingASeqWordNeitherFreeNorFullReturnsDataLoss) {
+  Make(4);
+  ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(5)));  // position 1
+  ring_->seq(1).Store(0xdead0000);
+  const absl::StatusOr<std::optional<Val>> out = client_->Dequeue(0);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss)
+      << (out.ok() ? (out->has_value() ? "took a value" : "said empty") : out.status().ToString());
+}
+
+// The same for a producer: DataLoss, not a slot to write.
+TEST_F(QueueSeqWordTest, AProducerFindingASeqWordNeitherFreeNorFullReturnsDataLoss) {
+  Make(4);
+  ring_->seq(1).Store(0xdead0000);  // the tail is at position 1
+  const absl::StatusOr<bool> in = client_->Enqueue(0, ::structures::Make(5));
+  EXPECT_EQ(in.status().code(), absl::StatusCode::kDataLoss)
+      << (in.ok() ? (*in ? "enqueued" : "said full") : in.status().ToString());
+}
+
+}  // namespace
+}  // namespace structures
