@@ -1,0 +1,76 @@
+#ifndef RDMA_BOOTSTRAP_H_
+#define RDMA_BOOTSTRAP_H_
+
+// Bootstrap: who am I in the job, how many are we, and small collectives to
+// swap connection data before any QP exists (docs/design.md §5, "Bootstrap").
+// FromEnvironment picks PMIx when a launcher set PMIX_NAMESPACE (mpirun,
+// srun --mpi=pmix), else a peer list: RDMADS_NODE_ID (this rank),
+// RDMADS_PEERS ("host:port,...", index = rank) or RDMADS_PEERS_FILE (one
+// host:port a line, '#' comments), RDMADS_CLUSTER (job name, default
+// "rdmads"). The peer list's wire format is in rdma/bootstrap/peer_list.h.
+//
+//   ASSIGN_OR_RETURN(auto boot, rdma::Bootstrap::FromEnvironment());
+//   ASSIGN_OR_RETURN(std::vector<std::string> all, boot->AllGather(my_info));
+//   // all[r] is rank r's blob, all[boot->rank()] == my_info
+//
+// Collectives (AllGather, Barrier) must be called by every rank in the same
+// order; one thread at a time per object. rank(), size(), job() are constant
+// and safe from any thread.
+//
+// Errors are absl::Status naming the variable or peer at fault and what to
+// do; no exception leaves the library. A failed collective leaves the object
+// failed: later collectives return FailedPrecondition with the first error.
+//
+// Bounds: every wait has a deadline, BootstrapOptions::timeout (60 s). Peer
+// list: rank 0 waits up to `timeout` for all ranks to arrive; another rank
+// waits up to `timeout` to reach rank 0, then up to `timeout` + 2 s for its
+// reply, so every collective returns within 2 x timeout + 2 s. PMIx: the
+// timeout goes to Fence and Get as PMIX_TIMEOUT, which a server may ignore.
+// Blobs are at most kMaxBlobBytes each.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace rdma {
+
+struct BootstrapOptions {
+  std::chrono::milliseconds timeout{60'000};
+};
+
+class Bootstrap {
+ public:
+  static constexpr size_t kMaxBlobBytes = 64 * 1024;
+
+  // PMIx if PMIX_NAMESPACE is set, else the RDMADS_* peer list; an error
+  // saying what to set when neither is there.
+  static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnvironment(const BootstrapOptions& options = {});
+
+  virtual ~Bootstrap() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The job's identity: the PMIx namespace, or RDMADS_CLUSTER.
+  virtual const std::string& job() const = 0;
+  // "pmix" or "peer-list".
+  virtual absl::string_view kind() const = 0;
+
+  // Every rank's blob, indexed by rank.
+  virtual absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view blob) = 0;
+  // Returns once every rank has called it.
+  virtual absl::Status Barrier() = 0;
+  // Ends this process with `exit_code` after printing `reason` to stderr;
+  // under PMIx the launcher also ends the other ranks. Peer list: the others
+  // see their next collective fail.
+  [[noreturn]] virtual void Abort(int exit_code, absl::string_view reason) = 0;
+};
+
+}  // namespace rdma
+
+#endif  // RDMA_BOOTSTRAP_H_
