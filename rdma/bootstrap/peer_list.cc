@@ -1,5 +1,6 @@
 #include "rdma/bootstrap/peer_list.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -365,6 +366,8 @@ absl::Status PeerListBootstrap::Impl::Listen() {
     tcp::acceptor a(io);
     error_code ec;
     a.open(ep.protocol(), ec);
+    // Not inherited by programs this process starts: the port is rank 0's.
+    if (!ec) ::fcntl(a.native_handle(), F_SETFD, FD_CLOEXEC);
     if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) a.bind(ep, ec);
     if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -510,6 +511,28 @@ TEST(PeerListRun, OtherVersionIsRefusedAndTheJobGoesOn) {
   ASSERT_TRUE(mine.ok()) << mine.status();
   ASSERT_TRUE(root_result.ok()) << root_result.status();
   EXPECT_EQ(*mine, (std::vector<std::string>{"r0", "r1"}));
+}
+
+// Hosts go through getaddrinfo: a name ("localhost", from /etc/hosts) and an
+// IPv6 literal, each for rank 0's address.
+TEST(PeerListRun, HostNamesAndIpv6Literals) {
+  for (const std::string host : {"localhost", "::1"}) {
+    PeerListConfig rc = RootConfig(2, "c");
+    rc.peers[0].host = host;
+    auto root = PeerListBootstrap::Create(rc);
+    if (host == "::1" && !root.ok()) {
+      std::printf("no IPv6 loopback here, [::1] not run: %s\n", root.status().ToString().c_str());
+      continue;
+    }
+    ASSERT_TRUE(root.ok()) << host << ": " << root.status();
+    PeerListConfig lc = LeafConfig(1, 2, (*root)->listen_port(), "c");
+    lc.peers[0].host = host;
+    auto leaf = MustCreate(lc);
+    auto got = GatherAll({root->get(), leaf.get()});
+    ASSERT_TRUE(got[0].ok()) << host << ": " << got[0].status();
+    ASSERT_TRUE(got[1].ok()) << host << ": " << got[1].status();
+    EXPECT_EQ(*got[1], (std::vector<std::string>{"r0", "r1"})) << host;
+  }
 }
 
 TEST(PeerListRun, OversizedBlobIsRefusedLocally) {
