@@ -11,9 +11,10 @@
 //   request  u32 magic 'RDBS' (0x53424452), u16 version (1), u16 cluster
 //            length C, u32 round, u32 rank, u32 size, u32 blob length B;
 //            then C bytes of cluster name and B bytes of blob.
-//   reply    u32 magic, u16 version, u16 status (0 ok, 1 refused), u32
-//            round, u32 count; then count x (u32 length, bytes): every
-//            rank's blob when ok, one error message when refused.
+//   reply    u32 magic, u16 version, u16 status (0 ok, else the
+//            absl::StatusCode of the refusal), u32 round, u32 count; then
+//            count x (u32 length, bytes): every rank's blob when ok, one
+//            error message otherwise. Rank 0 closes after the reply.
 // Rank 0 refuses (and names, to the peer and in its own error) a peer with
 // another version, cluster, size or round, a rank out of range or one that
 // already arrived; it keeps waiting for the right one until its deadline.
