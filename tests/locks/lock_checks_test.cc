@@ -9,7 +9,12 @@
 //  * the RDMA spin lock finding its own token in the word after its release
 //    (a CAS executed twice): DataLoss at once, not a wait for nobody;
 //  * the native gate keeps its lease past the native budget while no NIC
-//    thread waits (the releaser's look at r_tail);
+//    thread waits (the releaser's look at r_tail), and its lease ends when
+//    its flag goes down (a NIC thread may take the lock then);
+//  * the RDMA MCS waiter waits for the whole hand-over WRITE (byte copies),
+//    held half landed by the soft NIC's copy hook;
+//  * ALock's native head waiting in Peterson behind a NIC holder enters once
+//    the NIC cohort leaves (r_tail empty), with no NIC waiter to write victim;
 //  * ALock's NIC locker whose first CAS finds a holder and whose swap then
 //    finds the queue empty: the line its first chain read (and the chained
 //    READs after it) were read before its flag went up, so it reads the line
@@ -259,19 +264,60 @@ class CopyGate {
   std::atomic<bool> reached_{false}, released_{false};
 };
 
-struct RemoteWaitSignal final : ALockObserver {
+// Says when a head of `cohort` has written victim and waits in Peterson.
+struct WaitSignal final : ALockObserver {
+  explicit WaitSignal(Cohort c) : cohort(c) {}
   void OnPetersonWait(RemotePtr, Cohort c) override {
-    if (c == Cohort::kRemote) waiting.store(true);
+    if (c == cohort) waiting.store(true);
   }
+  const Cohort cohort;
   std::atomic<bool> waiting{false};
 };
 
-std::unique_ptr<rdma::Cluster> TwoSoftNodes() {
+// With `byte_copies`, every NIC copies READ/WRITE payloads a byte at a time,
+// as rxe does.
+std::unique_ptr<rdma::Cluster> TwoSoftNodes(bool byte_copies = false) {
   rdma::ClusterOptions o;
   o.num_nodes = 2;
   o.node.arena_bytes = 2 << 20;
   o.fabric.kind = rdma::FabricKind::kSoft;
+  o.fabric.soft_byte_granular_copies = byte_copies;
   return std::move(*rdma::Cluster::Create(o));
+}
+
+// ALock's native head behind a NIC holder raises its flag, writes victim =
+// local and waits. The NIC holder leaves and no NIC thread follows it:
+// r_tail goes to 0 while victim stays "local", so the native head must
+// enter on seeing r_tail empty in its wait, not wait for a victim write
+// that nobody will make.
+TEST(LockChecks, ALockNativeHeadEntersOnceTheNicCohortLeaves) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
+  const RemotePtr lock = t.at(0);
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto nic = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
+  WaitSignal observer(Cohort::kLocal);
+  ClientOptions o;
+  o.timeout = std::chrono::seconds(5);
+  auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr, o, &observer));
+  ASSERT_TRUE(nic->Lock(lock).ok());
+  std::atomic<bool> in{false};
+  absl::Status st;
+  std::thread waiter([&] {
+    st = native->Lock(lock);
+    in.store(true);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!observer.waiting.load() && !in.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(observer.waiting.load()) << "the native head never waited for the NIC holder";
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));  // it keeps checking, and stays out
+  EXPECT_FALSE(in.load()) << "the native head entered while the NIC holder held the lock";
+  ASSERT_TRUE(nic->Unlock(lock).ok());
+  waiter.join();
+  ASSERT_TRUE(st.ok()) << "the native head did not enter after the NIC cohort left: " << st;
+  EXPECT_TRUE(native->Unlock(lock).ok());
 }
 
 // The NIC locker R (node 1) chains {CAS r_tail 0 -> R, READ line}; the CAS
@@ -288,7 +334,7 @@ TEST(LockChecks, ALockNicLockerReadsTheLineAgainWhenItsSwapFindsTheQueueEmpty) {
   auto s1 = std::move(*cluster->NewSession(1));
   auto x = std::move(*ALockClient::Create(cluster->node(0), s0.get()));
   auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr));
-  RemoteWaitSignal observer;
+  WaitSignal observer(Cohort::kRemote);
   auto r = std::move(*ALockClient::Create(cluster->node(1), s1.get(), ClientOptions{}, &observer));
   ASSERT_TRUE(x->Lock(lock, Path::kLoopback).ok());
   std::atomic<bool> in{false};
@@ -349,6 +395,99 @@ TEST(LockChecks, ALockChainedReadsBeforeTheLockAreNotReportedAsTheHolders) {
   ASSERT_TRUE(r_status.ok()) << r_status;
   EXPECT_FALSE(also_done) << "R took its chained READ (" << seen << "; X wrote 1 after it) as read by the holder";
   EXPECT_TRUE(r->Unlock(lock).ok());
+}
+
+// The native gate's lease lasts only while native threads are counted: a
+// release with nobody waiting lowers the flag (l_tail 0) and ends the lease.
+// A NIC thread then takes the lock on its fast path (it sees l_tail 0), and
+// the next native Run must win Peterson again: it waits for the NIC holder
+// instead of running its step on a lease that ended with the flag.
+TEST(LockChecks, NativeGateLeaseEndsWhenItsFlagGoesDown) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
+  const RemotePtr lock = t.at(0);
+  ClientOptions o;
+  o.timeout = std::chrono::seconds(10);
+  auto gate = std::move(*NativeGate::Create(cluster->node(0), lock, o));
+  const rdma::CpuWord& flag = lock.local<ALockWord>()->l_tail;
+  ASSERT_TRUE(gate->Run([] { return absl::OkStatus(); }).ok());  // nobody waits: flag down
+  ASSERT_EQ(flag.Load(), 0u);
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto nic = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
+  ASSERT_TRUE(nic->Lock(lock).ok());
+  std::atomic<bool> ran{false}, nic_holds{true}, overlapped{false};
+  std::thread native([&] {
+    EXPECT_TRUE(gate->Run([&] {
+                      ran.store(true);
+                      if (nic_holds.load()) overlapped.store(true);
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  });
+  // Once the native thread has raised its flag (taken the gate), give it
+  // time to run its step if it (wrongly) does so at once.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (flag.Load() == 0 && !ran.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  nic_holds.store(false);
+  ASSERT_TRUE(nic->Unlock(lock).ok());
+  native.join();
+  EXPECT_FALSE(overlapped.load()) << "the native step ran while the NIC thread held the lock";
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(gate->stats().lease_acquires, 2u) << "the second Run did not win Peterson again";
+  EXPECT_EQ(flag.Load(), 0u);
+}
+
+// The RDMA MCS waiter takes the lock only on exactly kGo: a hand-over WRITE
+// seen half landed (byte-by-byte copies, as rxe's) is not yet the lock.
+// Held by the copy hook after its first byte, the WRITE leaves the waiter's
+// word at 0xff..ff01, and the waiter must go on waiting. (A waiter that went
+// on would let the rest of the WRITE land later, over the reset of its next
+// acquire, which would then read a "go" nobody sent.)
+TEST(LockChecks, RdmaMcsWaiterWaitsForTheWholeHandOver) {
+  auto cluster = TwoSoftNodes(/*byte_copies=*/true);
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kRdmaMcs, {}});
+  const RemotePtr lock = t.at(0);
+  auto s0 = std::move(*cluster->NewSession(0));
+  auto s1 = std::move(*cluster->NewSession(1));
+  ClientOptions o;
+  o.timeout = std::chrono::seconds(20);
+  auto holder = std::move(*RdmaMcsClient::Create(cluster->node(0), s0.get(), o));
+  auto waiter = std::move(*RdmaMcsClient::Create(cluster->node(1), s1.get(), o));
+  ASSERT_TRUE(holder->Lock(lock).ok());
+  const rdma::NicWord& tail = lock.local<NicLockLine>()->word;
+  const uint64_t mine = tail.Load();
+  std::atomic<bool> in{false};
+  absl::Status waiter_status;
+  std::thread waiting([&] {
+    waiter_status = waiter->Lock(lock);
+    in.store(true);
+  });
+  // The waiter swapped itself in and its link WRITE landed whole.
+  const rdma::PlainWord& next = RemotePtr::FromRaw(mine).local<ALockDescriptor>()->next;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((tail.Load() == mine || next.Load() != tail.Load()) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  const uint64_t theirs = tail.Load();
+  ASSERT_NE(theirs, mine) << "the waiter never swapped itself in";
+  ASSERT_EQ(next.Load(), theirs) << "the waiter's link never landed";
+  const rdma::PlainWord& go = RemotePtr::FromRaw(theirs).local<ALockDescriptor>()->budget;
+  std::optional<CopyGate> hold;
+  hold.emplace(*cluster, 1, /*at=*/1);  // node 1's next copied byte: the hand-over's first
+  absl::Status unlock_status;
+  std::thread releasing([&] { unlock_status = holder->Unlock(lock); });
+  ASSERT_TRUE(hold->WaitReached()) << "the hand-over WRITE never started";
+  EXPECT_EQ(go.Load(), 0xffffffffffffff01u) << "not the hand-over's first byte";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(in.load()) << "the waiter took the lock on a half-landed hand-over";
+  hold->Release();
+  releasing.join();
+  waiting.join();
+  hold.reset();
+  EXPECT_TRUE(unlock_status.ok()) << unlock_status;
+  ASSERT_TRUE(waiter_status.ok()) << waiter_status;
+  EXPECT_TRUE(waiter->Unlock(lock).ok());
 }
 
 }  // namespace
