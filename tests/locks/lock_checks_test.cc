@@ -104,20 +104,23 @@ class CorruptWordTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
-  // A word inside node 0's arena that is no descriptor line (not 64-byte
-  // aligned): what a corrupted tail would name.
-  uint64_t NotADescriptor() const { return RemotePtr(0, cluster_->node(0).arena_info().base + 8).raw(); }
+  // A 64-byte line just past node `n`'s arena, so no descriptor line: what
+  // a corrupted queue word could name.
+  uint64_t PastTheArena(NodeId n) const {
+    const rdma::ArenaInfo a = cluster_->node(n).arena_info();
+    return RemotePtr(n, a.base + a.length).raw();
+  }
 
   std::unique_ptr<rdma::Cluster> cluster_;
 };
 
 // ALock's NIC locker swaps itself into r_tail and links behind the old tail:
-// an old tail that names no descriptor is DataLoss, before any WRITE to it.
-// (Written through, the link would land in the arena and the locker would
-// wait out its timeout for a budget nobody hands.)
+// an old tail that names no descriptor is DataLoss, before any WRITE to it
+// (written through, the link would fail at the NIC, or land in some other
+// memory and leave the locker waiting for a budget nobody hands).
 TEST_F(CorruptWordTest, ALockNicLockerRefusesATailThatNamesNoDescriptor) {
   LockTable t = Table(LockKind::kALock);
-  t.at(0).local<ALockWord>()->r_tail.Store(NotADescriptor());
+  t.at(0).local<ALockWord>()->r_tail.Store(PastTheArena(0));
   auto s = Session(1);
   auto c = Client(LockKind::kALock, 1, s.get(), std::chrono::milliseconds(300));
   ASSERT_NE(c, nullptr);
@@ -128,7 +131,7 @@ TEST_F(CorruptWordTest, ALockNicLockerRefusesATailThatNamesNoDescriptor) {
 // The same for the RDMA MCS lock's tail word.
 TEST_F(CorruptWordTest, RdmaMcsLockerRefusesATailThatNamesNoDescriptor) {
   LockTable t = Table(LockKind::kRdmaMcs);
-  t.at(0).local<NicLockLine>()->word.Store(NotADescriptor());
+  t.at(0).local<NicLockLine>()->word.Store(PastTheArena(0));
   auto s = Session(1);
   auto c = Client(LockKind::kRdmaMcs, 1, s.get(), std::chrono::milliseconds(300));
   ASSERT_NE(c, nullptr);
@@ -137,10 +140,10 @@ TEST_F(CorruptWordTest, RdmaMcsLockerRefusesATailThatNamesNoDescriptor) {
 }
 
 // The RDMA MCS releaser with a successor waits for the successor's `next`
-// link to name a descriptor line; one that never does (here: the link
-// moved 8 bytes into the successor's line) is DataLoss at the timeout, and
-// nothing is written through it (written, kGo would land in the successor's
-// `next` word and the successor would wait for nothing).
+// link to name a descriptor line; one that never does (here: a line past
+// the successor's node's arena) is DataLoss at the timeout, and nothing is
+// written through it (kGo would go to memory that is no descriptor, and the
+// successor would wait for nothing).
 TEST_F(CorruptWordTest, RdmaMcsReleaserRefusesANextLinkThatNamesNoDescriptor) {
   LockTable t = Table(LockKind::kRdmaMcs);
   const RemotePtr lock = t.at(0);
@@ -158,7 +161,7 @@ TEST_F(CorruptWordTest, RdmaMcsReleaserRefusesANextLinkThatNamesNoDescriptor) {
   while (next.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   const uint64_t linked = next.Load();
   ASSERT_NE(linked, 0u) << "the waiter never linked in";
-  next.Store(linked + 8);
+  next.Store(PastTheArena(1));
   const absl::Status st = a->Unlock(lock);
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
   waiter.join();
