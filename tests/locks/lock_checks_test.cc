@@ -6,6 +6,8 @@
 //    cohort; mutual_exclusion_test has one native thread per lock;
 //  * a queue word that names no descriptor (an ALock or MCS tail, an MCS
 //    `next` link): the lock returns DataLoss and never writes through it;
+//  * a releaser whose successor swapped itself in but has not linked yet
+//    waits for the link (ALock native, local MCS, RDMA MCS);
 //  * the RDMA spin lock finding its own token in the word after its release
 //    (a CAS executed twice): DataLoss at once, not a wait for nobody;
 //  * the native gate keeps its lease past the native budget while no NIC
@@ -189,6 +191,78 @@ TEST_F(CorruptWordTest, RdmaSpinFindingItsOwnTokenIsDataLoss) {
   const absl::Status st = c->Lock(lock);
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4)) << "it waited for nobody";
+}
+
+// A releaser whose tail CAS fails has a successor that swapped itself in
+// but may not have linked yet: it waits for the link, then hands over. Here
+// the test is the successor: it swaps a descriptor of its own into the tail
+// (as the lock's own enqueue does), lets the holder's Unlock start, and
+// links 20 ms later. The hand-over must land in that descriptor.
+class LinkWaitTest : public CorruptWordTest {
+ protected:
+  // A fresh descriptor line on node `n`, waiting.
+  ALockDescriptor& Descriptor(NodeId n, RemotePtr* at) {
+    *at = *cluster_->node(n).Allocate(sizeof(ALockDescriptor), 64);
+    ALockDescriptor& d = *at->local<ALockDescriptor>();
+    d.budget.Store(static_cast<uint64_t>(ALockDescriptor::kWaiting));
+    return d;
+  }
+  // Unlocks `holder` on a thread, links `successor` behind `holder_line`
+  // 20 ms later, and returns Unlock's status.
+  absl::Status UnlockThenLink(LockClient& holder, RemotePtr lock, RemotePtr holder_line, RemotePtr successor) {
+    absl::Status st;
+    std::thread releasing([&] { st = holder.Unlock(lock); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    holder_line.local<ALockDescriptor>()->next.Store(successor.raw());
+    releasing.join();
+    return st;
+  }
+};
+
+TEST_F(LinkWaitTest, ALockNativeReleaserWaitsForTheLink) {
+  LockTable t = Table(LockKind::kALock);
+  const RemotePtr lock = t.at(0);
+  auto holder = Client(LockKind::kALock, 0, nullptr, std::chrono::seconds(5));
+  ASSERT_NE(holder, nullptr);
+  ASSERT_TRUE(holder->Lock(lock).ok());
+  rdma::CpuWord& tail = lock.local<ALockWord>()->l_tail;
+  RemotePtr d;
+  ALockDescriptor& succ = Descriptor(0, &d);
+  const RemotePtr mine = RemotePtr::FromRaw(tail.Swap(d.raw()));  // the successor's enqueue
+  const absl::Status st = UnlockThenLink(*holder, lock, mine, d);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(succ.budget.Load(), uint64_t{kDefaultBudget - 1}) << "the hand-over did not reach the successor";
+}
+
+TEST_F(LinkWaitTest, LocalMcsReleaserWaitsForTheLink) {
+  LockTable t = Table(LockKind::kLocalMcs);
+  const RemotePtr lock = t.at(0);
+  auto holder = Client(LockKind::kLocalMcs, 0, nullptr, std::chrono::seconds(5));
+  ASSERT_NE(holder, nullptr);
+  ASSERT_TRUE(holder->Lock(lock).ok());
+  RemotePtr d;
+  ALockDescriptor& succ = Descriptor(0, &d);
+  const RemotePtr mine = RemotePtr::FromRaw(lock.local<CpuLockLine>()->tail.Swap(d.raw()));
+  const absl::Status st = UnlockThenLink(*holder, lock, mine, d);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(succ.budget.Load(), 1u) << "the hand-over (kGo) did not reach the successor";
+}
+
+TEST_F(LinkWaitTest, RdmaMcsReleaserWaitsForTheLink) {
+  LockTable t = Table(LockKind::kRdmaMcs);
+  const RemotePtr lock = t.at(0);
+  auto s = Session(1);
+  auto holder = Client(LockKind::kRdmaMcs, 1, s.get(), std::chrono::seconds(5));
+  ASSERT_NE(holder, nullptr);
+  ASSERT_TRUE(holder->Lock(lock).ok());
+  rdma::NicWord& tail = lock.local<NicLockLine>()->word;
+  const RemotePtr mine = RemotePtr::FromRaw(tail.Load());
+  RemotePtr d;
+  ALockDescriptor& succ = Descriptor(1, &d);
+  tail.Store(d.raw());  // the successor's swap (nobody else touches the word now)
+  const absl::Status st = UnlockThenLink(*holder, lock, mine, d);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(succ.budget.Load(), 1u) << "the hand-over (kGo) did not reach the successor";
 }
 
 // The native gate, native threads only, native budget 1: each holder stays

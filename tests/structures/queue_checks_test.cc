@@ -7,8 +7,9 @@
 //    that bypass the gate lose or duplicate values only within nanoseconds
 //    of each other, which 20 us of think time between operations hides;
 //  * a seq word seen half written (a publish whose bytes land one at a
-//    time) is read again until whole: the consumer returns the value, not
-//    "empty" and not DataLoss;
+//    time) is read again until whole, natively and over loopback (where the
+//    lock chain's primed copy must not be reused): the consumer returns the
+//    value, not "empty" and not DataLoss;
 //  * a seq word that stays neither free nor full is DataLoss for consumers
 //    and producers, never a value or a slot to write.
 // Soft NIC only. The seq-word tests change ring words with CPU stores, at
@@ -250,33 +251,45 @@ class QueueSeqWordTest : public ::testing::Test {
     auto c = q_->NewClient(cluster_->node(0), nullptr);  // native only
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(*c);
+    auto session = cluster_->NewSession(0);
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = std::move(*session);
+    auto nic = q_->NewClient(cluster_->node(0), session_.get());  // loopback too
+    ASSERT_TRUE(nic.ok()) << nic.status();
+    nic_client_ = std::move(*nic);
     auto ring = RingWords::Find(cluster_->node(0), *client_, capacity);
     ASSERT_TRUE(ring.ok()) << ring.status();
     ring_.emplace(*ring);
   }
   void TearDown() override {
     client_.reset();
+    nic_client_.reset();
     q_.reset();
   }
+  void TornPublishIsReadAgainUntilWhole(Path path);
 
   std::unique_ptr<rdma::Cluster> cluster_;
   std::unique_ptr<Queue<Val>> q_;
-  std::unique_ptr<Queue<Val>::Client> client_;
+  std::unique_ptr<rdma::Session> session_;
+  std::unique_ptr<Queue<Val>::Client> client_, nic_client_;
   std::optional<RingWords> ring_;
 };
 
 // A publish seen half landed. Capacity 3 and position 255: the slot's seq
 // goes from "free for 255" (0xff) to "holds 255" (0x100), two bytes. With
 // its low byte landed and the next not yet, the word reads 0: neither free
-// nor full. The consumer (inside its step: the head gate is held) must read
+// nor full. The consumer (inside its step: it holds the head lock) must read
 // the word again until it is whole, then return the value; not "empty", and
-// not DataLoss (the rest lands 100 ms later, well inside its 2 s).
-TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWhole) {
+// not DataLoss (the rest lands 100 ms later, well inside its 2 s). Natively,
+// and over loopback, where the acquire's chain has already read (primed)
+// the half-written word: the re-read must be a new READ, not the primed copy.
+void QueueSeqWordTest::TornPublishIsReadAgainUntilWhole(Path path) {
   Make(3);
+  Queue<Val>::Client& c = path == Path::kNative ? *client_ : *nic_client_;
   const RingLayout<Val>& l = ring_->layout();
   for (int64_t i = 1; i < 255; ++i) {  // the marker took position 0
-    ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(i)));
-    ASSERT_EQ((*client_->Dequeue(0))->w[0], i);
+    ASSERT_TRUE(*c.Enqueue(0, ::structures::Make(i), path));
+    ASSERT_EQ((*c.Dequeue(0, path))->w[0], i);  // also: the NIC client's next guess is 255
   }
   constexpr uint64_t p = 255;
   ASSERT_EQ(ring_->header().head.Load(), p);
@@ -291,11 +304,15 @@ TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWhole) {
   ASSERT_EQ(ring_->seq(p).Load(), 0u);
 
   absl::StatusOr<std::optional<Val>> out;
-  std::thread consumer([&] { out = client_->Dequeue(0); });
-  // The consumer holds the head gate (its word is nonzero) while it works.
-  const rdma::CpuWord& head_gate = ring_->header().head_lock.l_tail;
+  std::thread consumer([&] { out = c.Dequeue(0, path); });
+  // The consumer holds the head lock while it works: the native side's
+  // flag (the gate word) or the NIC side's (r_tail) is up.
+  const locks::ALockWord& head_lock = ring_->header().head_lock;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (head_gate.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  while ((path == Path::kNative ? head_lock.l_tail.Load() : head_lock.r_tail.Load()) == 0 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::atomic_ref<uint8_t>(bytes[1]).store(0x01, std::memory_order_release);  // the rest lands
   ring_->header().tail.Store(p + 1);
@@ -304,9 +321,16 @@ TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWhole) {
   ASSERT_TRUE(out->has_value()) << "a publish in flight read as \"empty\"";
   EXPECT_EQ((*out)->w[0], 777);
   EXPECT_EQ(ring_->seq(p).Load(), l.FreedAfter(p));
-  EXPECT_EQ(*client_->Dequeue(0), std::nullopt);
-  ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(778)));
-  EXPECT_EQ((*client_->Dequeue(0))->w[0], 778);
+  EXPECT_EQ(*c.Dequeue(0, path), std::nullopt);
+  ASSERT_TRUE(*c.Enqueue(0, ::structures::Make(778), path));
+  EXPECT_EQ((*c.Dequeue(0, path))->w[0], 778);
+}
+
+TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWhole) {
+  TornPublishIsReadAgainUntilWhole(Path::kNative);
+}
+TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWholeOverLoopback) {
+  TornPublishIsReadAgainUntilWhole(Path::kLoopback);
 }
 
 // A seq word that stays neither free nor full (a writer broke the protocol):
