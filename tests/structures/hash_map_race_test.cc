@@ -396,15 +396,116 @@ TEST(HashMapNativeRace, ReadersAgainstAWriterWithNoThinkTime) {
   EXPECT_EQ(failure, "");
 }
 
-// Three writers (one native, two loopback with their own QPs) put one key at
-// full speed; each put returns the value it replaced. Linearizable puts form
-// one chain: every value but the last is replaced exactly once, the first
-// put replaced nothing, and the last value is what a get reads. Contended
-// NIC acquires finish after their chained READ, so each writer must read its
-// window again as the holder.
+// A key of the one-unit part whose first window is side 1 (unit slots 8-23),
+// and the slot a put into the empty part gives it: main group 1, at its
+// start slot (unit slot 16 + start, window slot 8 + start).
+uint64_t SideOneKey(uint64_t from) {
+  for (uint64_t k = from;; ++k) {
+    if (Place(k, 1, 1).c[0].side == 1) return k;
+  }
+}
+size_t SlotHolding(Unit<Val>& u, uint64_t k) {
+  for (size_t s = 0; s < kSlotsPerUnit; ++s) {
+    if (L::Occupied(u.slots[s].w[L::kStateWord].Load()) && u.slots[s].w[L::kKeyWord].Load() == k) return s;
+  }
+  return kSlotsPerUnit;
+}
+
+// A NIC reader's READ of the key's window is paused inside the key's slot
+// (after its first value word) while a native writer overwrites the key: the
+// copy is torn (the old state, key and first value word, the new rest). The
+// reader must read again, not answer from it; the read again sees the new
+// value.
+TEST(HashMapNativeRace, NicReadTornByANativeWriterIsReadAgain) {
+  Env<Map> e = MakeEnv<Map>(3, 3);
+  ASSERT_TRUE(e.map.has_value());
+  const uint64_t k = SideOneKey(1);
+  auto w = e.NewClient(0, false), reader = e.NewClient(0);
+  ASSERT_TRUE(w.client != nullptr && reader.client != nullptr);
+  ASSERT_TRUE(w->Put(k, V(k, 1), Path::kNative).ok());
+  const size_t s = SlotHolding(e.units()[0], k);
+  ASSERT_EQ(s, 16 + Place(k, 1, 1).start);
+  // The first READ of the doorbell is the key's first window (side 1).
+  const uint64_t pause_at = (s - kSlotsPerGroup) * L::kWords + L::kValueWord;
+  Gate reached, release;
+  std::atomic<bool> paused_once{false};
+  AsyncValue get;
+  AtExit let_go([&] {
+    release.Open();
+    e.dev0->faults().SetCopyHook(nullptr);
+  });
+  e.dev0->faults().SetCopyHook([&](uint64_t index) {
+    if (index == pause_at && !paused_once.exchange(true)) {
+      reached.Open();
+      release.Wait(kLong);
+    }
+  });
+  get.Start(&release, [&] { return reader->Get(k, Path::kLoopback); });
+  ASSERT_TRUE(reached.Wait(kLong));
+  ASSERT_TRUE(w->Put(k, V(k, 2), Path::kNative).ok());
+  release.Open();
+  get.Join();
+  e.dev0->faults().SetCopyHook(nullptr);
+  EXPECT_TRUE(get.result.ok() && Is(*get.result, k, 2)) << Show(get.result);
+  EXPECT_GE(reader->read_stats().torn_reads, 1u);
+}
+
+// Writers of one key whose NIC acquires are contended. First, made to
+// happen: the test holds the unit's lock natively, a NIC writer's acquire
+// (CAS, READ of the lock line and of the key's windows, one doorbell) finds
+// it held and waits, and meanwhile the holder rewrites the key's slot. The
+// writer's window copy predates that write; it must read the window again
+// as the holder, so its put replaces the holder's value. Then three writers
+// (one native, two loopback with their own QPs) put the key at full speed;
+// each put returns the value it replaced. Linearizable puts form one chain:
+// every value but the last is replaced exactly once, the first put replaced
+// nothing, and the last value is what a get reads.
 TEST(HashMapNicWriterRace, ContendingPutsFormOneChain) {
   Env<Map> e = MakeEnv<Map>(3, 3);
   ASSERT_TRUE(e.map.has_value());
+  {
+    const uint64_t k = SideOneKey(1000);
+    auto w = e.NewClient(0, false), nic = e.NewClient(0);
+    ASSERT_TRUE(w.client != nullptr && nic.client != nullptr);
+    ASSERT_TRUE(w->Put(k, V(k, 1), Path::kNative).ok());
+    Unit<Val>& u = e.units()[0];
+    const size_t s = SlotHolding(u, k);
+    ASSERT_LT(s, kSlotsPerUnit);
+    auto holder = locks::ALockClient::Create(e.cluster->node(0), nullptr);
+    ASSERT_TRUE(holder.ok()) << holder.status();
+    const rdma::RemotePtr unit_lock = e.map->PartBase(0);
+    ASSERT_TRUE((*holder)->Lock(unit_lock, Path::kNative).ok());
+    // The key's checksum word, as the writer's READ of its first window
+    // (side 1) copies it: the copy of the slot is complete.
+    const uint64_t copied_at = (s - kSlotsPerGroup) * L::kWords + L::kChecksumWord;
+    std::atomic<bool> copied{false};
+    Gate never;
+    AsyncValue put;
+    AtExit cleanup([&] {
+      e.dev0->faults().SetCopyHook(nullptr);
+      if ((*holder)->Holds(unit_lock)) {
+        EXPECT_TRUE((*holder)->Unlock(unit_lock).ok());
+      }
+    });
+    e.dev0->faults().SetCopyHook([&](uint64_t index) {
+      if (index == copied_at) copied.store(true);
+    });
+    put.Start(&never, [&] { return nic->Put(k, V(k, 3), Path::kLoopback); });
+    const auto until = Clock::now() + kLong;
+    while (!copied.load() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
+    ASSERT_TRUE(copied.load()) << "the writer's acquire did not READ the window";
+    EXPECT_FALSE(put.done.load());
+    // The holder's write: the key's next tuple, checksum last.
+    uint64_t t[L::kWords];
+    const Val v2 = V(k, 2);
+    L::MakeSlot(u.slots[s].w[L::kStateWord].Load(), k, &v2, t);
+    NativeStoreSlot<Val>(u, s, t, /*key_unchanged=*/true);
+    ASSERT_TRUE((*holder)->Unlock(unit_lock).ok());
+    put.Join();
+    EXPECT_TRUE(put.result.ok() && Is(*put.result, k, 2)) << "replaced " << Show(put.result);
+    auto now = w->Get(k, Path::kNative);
+    EXPECT_TRUE(now.ok() && Is(*now, k, 3)) << Show(now);
+  }
   const uint64_t k = 77;
   constexpr int kPuts = 150;
   struct Rec {
