@@ -31,6 +31,9 @@ struct ShippedChecks {
   static constexpr bool kSplitLeftFirst = true;
   // Called between a split's two writes; tests widen the window with it.
   static void BetweenSplitWrites() {}
+  // Called by a reclaimer between unlinking its node (dead now, its link
+  // still in place) and freeing it; tests widen the window with it.
+  static void BetweenUnlinkAndFree() {}
 };
 
 }  // namespace structures::skiplist_internal

@@ -56,6 +56,7 @@ class Reclaimer {
         if (give_up) return absl::OkStatus();
       }
       ++n_.stats().reclaimed;
+      Checks::BetweenUnlinkAndFree();
       return alloc_.Free(a, r, n);
     });
   }

@@ -18,8 +18,10 @@
 //    WRITE chain (made to pause there by the soft NIC's copy hook).
 //  * Writers and readers starting from remembered locations that have gone
 //    stale: a node reclaimed, reused higher up, or split since.
-//  * A reclaimer whose emptied node is refilled, or whose predecessor splits,
-//    between its descent and its locks (the copy hook, during its READs).
+//  * A reclaimer whose emptied node is refilled, or whose predecessor splits
+//    or is reclaimed, between its descent and its locks (the copy hook,
+//    during its READs; the BetweenUnlinkAndFree hook).
+//  * Tower links racing a reclaim and a split.
 //  * Corrupt nodes and free lists, which the checks under the locks report
 //    as DataLoss.
 //
@@ -76,17 +78,29 @@ bool Whole(const Wide& v) {
   return true;
 }
 
-// The split pause: armed for one split, which announces that it is between
-// its two writes and waits (at most a minute) for the release.
+// The split pause (policy.h's BetweenSplitWrites): armed for one split, which
+// announces that it is between its two writes and waits (at most a minute)
+// for the release.
 std::atomic<bool> g_pause_armed{false};
 absl::Notification* g_in_split = nullptr;
 absl::Notification* g_split_release = nullptr;
+
+// The reclaim pause (policy.h's BetweenUnlinkAndFree): armed for one reclaim, which announces that it has
+// unlinked its node (dead now) and waits (at most a minute) before freeing it.
+std::atomic<bool> g_free_pause_armed{false};
+absl::Notification* g_before_free = nullptr;
+absl::Notification* g_free_release = nullptr;
 
 struct Pausing : si::ShippedChecks {
   static void BetweenSplitWrites() {
     if (!g_pause_armed.exchange(false)) return;
     g_in_split->Notify();
     g_split_release->WaitForNotificationWithTimeout(absl::Seconds(60));
+  }
+  static void BetweenUnlinkAndFree() {
+    if (!g_free_pause_armed.exchange(false)) return;
+    g_before_free->Notify();
+    g_free_release->WaitForNotificationWithTimeout(absl::Seconds(60));
   }
 };
 
@@ -908,6 +922,58 @@ TEST(SkipListRaceTest, ReclaimerFindsAPredecessorSplitMeanwhile) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_TRUE(g->has_value()) << "S was cut out of the list";
   EXPECT_EQ(r->stats().reclaimed, 1u) << "Q was left in place";
+}
+
+// The reclaimer's predecessor Q is itself emptied and reclaimed between the
+// reclaimer's descent (which READ Q live, linking R) and its lock on Q; Q's
+// reclaimer is paused between its unlink and its free (the
+// BetweenUnlinkAndFree hook), so Q is dead and still links R. The reclaimer
+// must not unlink R after dead Q: P links R now.
+TEST(SkipListRaceTest, ReclaimerSkipsAPredecessorReclaimedMeanwhile) {
+  Env e;
+  ASSERT_TRUE(MakeEnv(&e));
+  Spy spy(*e.cluster);
+  const Part part = FindPart(e, spy);
+  Client* w = e.Native();
+  Client* r = e.Nic();
+  ASSERT_TRUE(w && r);
+  ASSERT_NO_FATAL_FAILURE(ThreeNodes(w));
+  ASSERT_NO_FATAL_FAILURE(Erase(w, 1160));
+  for (uint64_t k = 2000; k <= 2060; k += 10) ASSERT_NO_FATAL_FAILURE(Erase(w, k));  // R holds 2070 only
+  ASSERT_TRUE(r->Get(2070, Path::kLoopback).ok());  // the reclaimer remembers R
+  const uint64_t q = part.Find(1080), rr = part.Find(1160);
+  ASSERT_TRUE(q != 0 && rr != 0);
+  absl::Notification before_free, release;
+  g_before_free = &before_free;
+  g_free_release = &release;
+  std::thread other;
+  std::atomic<int> fired{0};
+  // The last READ of the reclaimer's level-0 descent is R's (its low is past
+  // the key: Q is the predecessor).
+  spy.Set([&](const Spy::Transfer& t, uint64_t index) {
+    if (!Spy::IsImageRead(t, part.Image(rr)) || index != I::kWords - 1 || fired.load() != 0) return;
+    const I ri = part.Peek(rr);
+    if (!ri.live() || ri.bitmap() != 0 || ri.height() != 1 || !part.AllLocksFree() || part.LinkedAbove(rr)) return;
+    fired = 1;
+    g_free_pause_armed = true;
+    other = std::thread([w] {
+      for (uint64_t k = 1080; k <= 1150; k += 10) Erase(w, k, Path::kNative);
+    });
+    EXPECT_TRUE(before_free.WaitForNotificationWithTimeout(absl::Seconds(60))) << "Q's reclaimer did not pause";
+  });
+  auto er = r->Erase(2070, Path::kLoopback);
+  spy.Set(nullptr);
+  release.Notify();
+  if (other.joinable()) other.join();
+  ASSERT_TRUE(er.ok()) << er.status();
+  ASSERT_EQ(fired.load(), 1) << "the reclaimer's descent was not seen";
+  EXPECT_EQ(w->stats().reclaimed, 1u);
+  EXPECT_EQ(r->stats().reclaimed, 1u);
+  EXPECT_EQ(part.LinkProblems(), "");
+  EXPECT_EQ(Keys(w), Range(1000, 1070, 10));
+  ASSERT_NO_FATAL_FAILURE(Put(w, 1100));
+  ASSERT_NO_FATAL_FAILURE(Put(w, 2100));
+  EXPECT_EQ(Keys(w), Concat({Range(1000, 1070, 10), {1100, 2100}}));
 }
 
 // ---------------------------------------------------------------------------
