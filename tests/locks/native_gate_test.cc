@@ -330,7 +330,10 @@ TEST_P(NativeGateTest, WaitingNicCohortGetsInAfterTheNativeBudget) {
 // count passes a byte boundary, and everyone gets through.
 TEST_P(NativeGateTest, ManyWaitersKeepTheWordsLowByteNonzero) {
   const RemotePtr lock = Lock();
-  auto gate = Gate(lock);
+  // The waiters outwait the count below (90 s at most) by far.
+  ClientOptions o;
+  o.timeout = std::chrono::seconds(180);
+  auto gate = Gate(lock, o);
   constexpr int kWaiters = 300;
   std::latch arrived(kWaiters);
   std::atomic<int> done{0};
