@@ -15,6 +15,8 @@
 //    its flag goes down (a NIC thread may take the lock then);
 //  * the RDMA MCS waiter waits for the whole hand-over WRITE (byte copies),
 //    held half landed by the soft NIC's copy hook;
+//  * ALock's NIC successor handed budget 0 runs Peterson on a fresh read of
+//    the line, so a native head that arrived after its enqueue gets in;
 //  * ALock's native head waiting in Peterson behind a NIC holder enters once
 //    the NIC cohort leaves (r_tail empty), with no NIC waiter to write victim;
 //  * ALock's NIC locker whose first CAS finds a holder and whose swap then
@@ -360,6 +362,63 @@ std::unique_ptr<rdma::Cluster> TwoSoftNodes(bool byte_copies = false) {
   o.fabric.kind = rdma::FabricKind::kSoft;
   o.fabric.soft_byte_granular_copies = byte_copies;
   return std::move(*rdma::Cluster::Create(o));
+}
+
+// The NIC cohort's budget is 1. R1 (node 1) holds; R2 (node 1) queues
+// behind it, its first chain reading the line while the native flag is down;
+// then a native head N arrives and waits in Peterson (victim = local). R1
+// hands R2 budget 0: R2 must run Peterson on the line as it is now (native
+// flag up), make itself the victim and let N in first, not take the fast
+// path on the line it read at its enqueue.
+TEST(LockChecks, ALockNicSuccessorHandedBudgetZeroReadsTheLineAgain) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {.local = 1, .remote = 1}});
+  const RemotePtr lock = t.at(0);
+  const rdma::NicWord& r_tail = lock.local<ALockWord>()->r_tail;
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto s2 = std::move(*cluster->NewSession(1));
+  auto r1 = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
+  auto r2 = std::move(*ALockClient::Create(cluster->node(1), s2.get()));
+  WaitSignal native_waits(Cohort::kLocal);
+  auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr, ClientOptions{}, &native_waits));
+  ASSERT_TRUE(r1->Lock(lock).ok());
+  const uint64_t d1 = r_tail.Load();  // R1's descriptor
+  const rdma::PlainWord& d1_next = RemotePtr::FromRaw(d1).local<ALockDescriptor>()->next;
+  std::atomic<bool> r2_in{false}, native_in{false};
+  absl::Status r2_status, native_status;
+  std::thread second([&] {
+    r2_status = r2->Lock(lock);
+    r2_in.store(true);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((r_tail.Load() == d1 || d1_next.Load() == 0) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  ASSERT_NE(d1_next.Load(), 0u) << "R2 never linked behind R1";
+  std::thread head([&] {
+    native_status = native->Lock(lock);
+    native_in.store(true);
+  });
+  while (!native_waits.waiting.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_TRUE(native_waits.waiting.load()) << "the native head never waited";
+  ASSERT_TRUE(r1->Unlock(lock).ok());  // hands R2 budget 0
+  while (!native_in.load() && !r2_in.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(native_in.load()) << "the waiting native head did not get in after R1's budget ran out";
+  const bool r2_first = r2_in.load();
+  EXPECT_FALSE(r2_first) << "R2 entered on budget 0 ahead of the waiting native head";
+  if (r2_first) {  // let the native head in, then out
+    second.join();
+    EXPECT_TRUE(r2->Unlock(lock).ok());
+  }
+  head.join();
+  ASSERT_TRUE(native_status.ok()) << native_status;
+  EXPECT_TRUE(native->Unlock(lock).ok());
+  if (!r2_first) {
+    second.join();
+    ASSERT_TRUE(r2_status.ok()) << r2_status;
+    EXPECT_TRUE(r2->Unlock(lock).ok());
+  }
 }
 
 // ALock's native head behind a NIC holder raises its flag, writes victim =
