@@ -1,5 +1,5 @@
 // Lock checks that the mixed-path stress (mutual_exclusion_test) does not
-// reach, each shown by its own test (tests/audit/table_locks.md):
+// reach, each shown by its own test (tests/README.md, audit table):
 //  * ALock's native cohort under contention: several native threads on one
 //    lock next to loopback and remote threads, so native threads queue behind
 //    each other (MCS link, hand-over, budget) as well as behind the NIC

@@ -1,6 +1,6 @@
 // Queue checks that the recorded stress (queue_stress.h, whose native
 // workers think between operations) does not reach, each shown by its own
-// test (tests/audit/table_queue.md):
+// test (tests/README.md, audit table):
 //  * native producers and consumers at full speed on one node, next to NIC
 //    threads: a native consumer that reads a payload before its seq word, a
 //    native producer that publishes before its payload, or native threads
