@@ -28,7 +28,7 @@ struct alignas(64) ALockWord {
   rdma::NicWord r_tail;  // raw RemotePtr of the NIC cohort's last descriptor; 0 = empty
   uint64_t pad0_;
   // Raw RemotePtr of the native cohort's last descriptor, or a NativeGate's
-  // word (native_gate.h); 0 = empty. NIC code only tests it against 0.
+  // word (gate_internal below); 0 = empty. NIC code only tests it against 0.
   rdma::CpuWord l_tail;
   uint64_t pad1_;
   rdma::PlainWord victim;  // kVictimLocal / kVictimRemote (0 before first use)
@@ -55,6 +55,18 @@ static_assert(offsetof(ALockWord, r_tail) == 0 && offsetof(ALockWord, l_tail) ==
 
 inline constexpr uint64_t kVictimLocal = 1;
 inline constexpr uint64_t kVictimRemote = 2;
+
+namespace gate_internal {
+// A NativeGate's word (locks/native_gate.h), in ALockWord::l_tail: 0, or
+// kPresent | (kHeld if a native thread holds the gate) + (threads waiting for
+// it) * kOneWaiter. kPresent keeps the low byte nonzero in every nonzero
+// value: Soft-RoCE may copy a word a byte at a time, and a NIC READ that
+// mixes the bytes of two nonzero values must still not read 0 ("native flag
+// down").
+inline constexpr uint64_t kHeld = 1;
+inline constexpr uint64_t kPresent = 2;
+inline constexpr uint64_t kOneWaiter = uint64_t{1} << 8;
+}  // namespace gate_internal
 
 // A thread's queue node, one line in its own node's registered memory. The
 // owner resets both words with CPU stores; the predecessor writes `budget`,

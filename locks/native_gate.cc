@@ -12,6 +12,7 @@
 #include "locks/alock.h"
 #include "locks/alock_impl.h"
 #include "locks/internal.h"
+#include "locks/native_gate_impl.h"
 
 namespace locks {
 
@@ -42,71 +43,9 @@ absl::Status NativeGate::GateTimeout() const {
 }
 
 absl::Status NativeGate::Enter(uint64_t s) {
-  // Run's first CAS failed (the gate word was `s`). Raising the flag is
-  // always a seq_cst RMW, so TakeLease's load of r_tail comes after it
-  // (ALock's Peterson; docs/design.md §4).
-  rdma::CpuWord& word = line_.l_tail;
-  const bool parking = gate_options_.park > std::chrono::microseconds::zero();
-  bool deadline_set = false;
-  std::chrono::steady_clock::time_point deadline{};
-  auto past_deadline = [&] {
-    const auto now = std::chrono::steady_clock::now();
-    if (!deadline_set) {
-      deadline_set = true;
-      deadline = now + options_.timeout;
-    }
-    return now > deadline;
-  };
-  for (;;) {
-    // Take the word if it is 0, else count myself as a waiter (the holder
-    // keeps the lease for me), with kPresent set.
-    for (;;) {
-      if (s == 0) {
-        if (word.CompareExchange(s, kPresent | kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
-      } else if (word.CompareExchange(s, (s + kOneWaiter) | kPresent, std::memory_order_seq_cst)) {
-        s = (s + kOneWaiter) | kPresent;
-        break;
-      }
-    }
-    // Counted. Exponential backoff between reads: a waiter that re-reads the
-    // gate word less often leaves its line (and the critical section's) with
-    // the holder. When the gate is free, take it and stop counting myself,
-    // in one CAS. Still held after the backoff:
-    //  * without parking, yield and look again, still counted; on timeout
-    //    un-count myself, only while the gate is held (so that its holder's
-    //    release CAS sees that I am gone), and give up;
-    //  * parking: un-count myself (again only while the gate is held) and
-    //    sleep. A parked thread is not native presence: it keeps no lease,
-    //    no flag up and no NIC waiter out while it sleeps.
-    constexpr int kBackoffRounds = 7;  // up to 2^7 pauses between reads
-    for (int round = 0;;) {
-      if ((s & kHeld) == 0) {
-        if (word.CompareExchange(s, s - kOneWaiter + kHeld, std::memory_order_seq_cst)) return absl::OkStatus();
-        continue;  // `s` holds the new value
-      }
-      if (round < kBackoffRounds) {
-        for (int i = 0; i < (1 << round); ++i) lock_internal::CpuRelax();
-        ++round;
-        s = word.Load(std::memory_order_relaxed);
-        continue;
-      }
-      if (parking) {
-        if (word.CompareExchange(s, s - kOneWaiter, std::memory_order_relaxed)) break;
-        continue;  // `s` holds the new value
-      }
-      std::this_thread::yield();
-      if ((++round & 15) == 0 && past_deadline()) {
-        if (word.CompareExchange(s, s - kOneWaiter, std::memory_order_relaxed)) return GateTimeout();
-        continue;
-      }
-      s = word.Load(std::memory_order_relaxed);
-    }
-    // Parked: not counted.
-    if (past_deadline()) return GateTimeout();
-    parks_.fetch_add(1, std::memory_order_relaxed);
-    std::this_thread::sleep_for(gate_options_.park);
-    s = word.Load(std::memory_order_relaxed);
-  }
+  const gate_internal::WaitOptions wait{options_.timeout, gate_options_.park, &parks_};
+  if (gate_internal::AwaitGate(line_.l_tail, s, wait, [](gate_internal::Uncount) {})) return absl::OkStatus();
+  return GateTimeout();
 }
 
 absl::Status NativeGate::TakeLease() {

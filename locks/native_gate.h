@@ -105,20 +105,16 @@ class alignas(64) NativeGate {
   rdma::RemotePtr lock() const { return lock_; }
 
  private:
-  // The gate word (the lock's l_tail): 0, or kPresent | (kHeld if a native
-  // thread holds the gate) + (threads waiting for it) * kOneWaiter. kPresent
-  // keeps the low byte nonzero in every nonzero value: Soft-RoCE may copy a
-  // word a byte at a time, and a NIC READ that mixes the bytes of two
-  // nonzero values must still not read 0 ("native flag down").
-  static constexpr uint64_t kHeld = 1;
-  static constexpr uint64_t kPresent = 2;
-  static constexpr uint64_t kOneWaiter = uint64_t{1} << 8;
+  // The gate word (the lock's l_tail; its layout is in locks/alock_types.h).
+  static constexpr uint64_t kHeld = gate_internal::kHeld;
+  static constexpr uint64_t kPresent = gate_internal::kPresent;
+  static constexpr uint64_t kOneWaiter = gate_internal::kOneWaiter;
 
   NativeGate(rdma::RemotePtr lock, const ClientOptions& options, const NativeGateOptions& gate_options)
       : lock_(lock), line_(*lock.local<ALockWord>()), options_(options), gate_options_(gate_options) {}
 
-  // Waits for the gate and takes it; `s` is the gate word a failed first
-  // CAS (in Run) saw.
+  // Waits for the gate and takes it (locks/native_gate_impl.h); `s` is the
+  // gate word a failed first CAS (in Run) saw.
   absl::Status Enter(uint64_t s);
   absl::Status GateTimeout() const;
   // Wins ALock's Peterson for the native side (the lease is not held).

@@ -13,6 +13,10 @@
 //  * the native gate keeps its lease past the native budget while no NIC
 //    thread waits (the releaser's look at r_tail), and its lease ends when
 //    its flag goes down (a NIC thread may take the lock then);
+//  * a native gate waiter un-counts itself (to time out or to park) only
+//    while the gate is held: a holder that leaves just before the waiter's
+//    un-count CAS leaves the gate to it, and it takes the gate. The gate's
+//    own wait runs with a hook that places the release (no NIC involved);
 //  * the RDMA MCS waiter waits for the whole hand-over WRITE (byte copies),
 //    held half landed by the soft NIC's copy hook;
 //  * ALock's NIC successor handed budget 0 runs Peterson on a fresh read of
@@ -40,6 +44,7 @@
 #include "locks/baselines.h"
 #include "locks/lock.h"
 #include "locks/native_gate.h"
+#include "locks/native_gate_impl.h"
 #include "rdma/cluster.h"
 #include "rdma/session.h"
 #include "rdma/soft/soft_nic.h"
@@ -572,6 +577,61 @@ TEST(LockChecks, NativeGateLeaseEndsWhenItsFlagGoesDown) {
   EXPECT_TRUE(ran.load());
   EXPECT_EQ(gate->stats().lease_acquires, 2u) << "the second Run did not win Peterson again";
   EXPECT_EQ(flag.Load(), 0u);
+}
+
+// A gate waiter un-counts itself (to time out, or to park) with a CAS whose
+// expected value is the word it last saw, held bit set: only while the gate
+// is held. A holder that leaves between that look and the CAS leaves the
+// gate to the waiter, which is still counted (the release keeps the flag up
+// for it, and may keep the lease for it), so the CAS must fail and the
+// waiter take the gate. A waiter that un-counted itself anyway would leave
+// the word at kPresent: the native flag up with no native thread left to
+// lower it, and every NIC thread kept out for good. The test holds the gate
+// by writing the word; the gate's own wait (gate_internal::AwaitGate, what
+// NativeGate::Enter runs) runs on the test's thread, and its hook places the
+// holder's release right before the un-count CAS. No NIC is involved.
+namespace gi = gate_internal;
+
+// What NativeGate::Leave does with one waiter counted: clears the held bit,
+// the flag stays up.
+void LeaveToTheOneWaiter(rdma::CpuWord& word) {
+  uint64_t st = word.Load();
+  ASSERT_EQ(st, gi::kPresent | gi::kHeld | gi::kOneWaiter);
+  ASSERT_TRUE(word.CompareExchange(st, st - gi::kHeld, std::memory_order_seq_cst));
+}
+
+// The waiter's timeout passes (1 ms) while the gate is held; the holder
+// leaves just before the waiter's un-count CAS.
+TEST(LockChecks, NativeGateWaiterTimingOutAsTheHolderLeavesTakesTheGate) {
+  rdma::CpuWord word(gi::kPresent | gi::kHeld);
+  std::atomic<uint64_t> parks{0};
+  const gi::WaitOptions wait{std::chrono::milliseconds(1), std::chrono::microseconds(0), &parks};
+  std::vector<gi::Uncount> hooks;
+  const bool took = gi::AwaitGate(word, word.Load(), wait, [&](gi::Uncount u) {
+    hooks.push_back(u);
+    if (hooks.size() == 1) LeaveToTheOneWaiter(word);
+  });
+  EXPECT_EQ(hooks, std::vector<gi::Uncount>{gi::Uncount::kTimedOut});
+  EXPECT_TRUE(took) << "the waiter timed out although the holder had left the gate to it";
+  EXPECT_EQ(word.Load(), gi::kPresent | gi::kHeld) << "the word should say: held by the waiter, nobody waiting";
+}
+
+// A parking waiter (park 5 ms, timeout 1 ms): its first un-count happens
+// while the gate is held, and it sleeps past its timeout. Counted again, it
+// is about to park a second time when the holder leaves.
+TEST(LockChecks, NativeGateWaiterParkingAsTheHolderLeavesTakesTheGate) {
+  rdma::CpuWord word(gi::kPresent | gi::kHeld);
+  std::atomic<uint64_t> parks{0};
+  const gi::WaitOptions wait{std::chrono::milliseconds(1), std::chrono::microseconds(5000), &parks};
+  std::vector<gi::Uncount> hooks;
+  const bool took = gi::AwaitGate(word, word.Load(), wait, [&](gi::Uncount u) {
+    hooks.push_back(u);
+    if (hooks.size() == 2) LeaveToTheOneWaiter(word);
+  });
+  EXPECT_EQ(hooks, (std::vector<gi::Uncount>{gi::Uncount::kParking, gi::Uncount::kParking}));
+  EXPECT_EQ(parks.load(), 1u);
+  EXPECT_TRUE(took) << "the waiter gave up although the holder had left the gate to it";
+  EXPECT_EQ(word.Load(), gi::kPresent | gi::kHeld) << "the word should say: held by the waiter, nobody waiting";
 }
 
 // The RDMA MCS waiter takes the lock only on exactly kGo: a hand-over WRITE
