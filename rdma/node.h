@@ -5,7 +5,7 @@
 // cluster: a Device, one registered arena holding all of that node's shared
 // memory, and the responder ends of the RC QPs peers connect to it. A
 // Connector is how a Session reaches the nodes (in one process rdma::Cluster,
-// across processes rdma::verbs::TcpConnector).
+// across processes rdma::cm::CmConnector).
 //
 //   auto node = Node::Create(id, std::move(device));  // registers the arena
 //   absl::StatusOr<RemotePtr> p = (*node)->Allocate(64);  // zero-filled
@@ -70,7 +70,7 @@ class Node {
   uint64_t OffsetOf(RemotePtr p) const { return p.address() - arena_info().base; }
 
   // Creates a responder QP connected to `initiator` and returns its endpoint.
-  // This is what a peer's connection request reaches, in-process or via TCP.
+  // This is what a peer's connection request reaches, in-process or via rdma_cm.
   // The QP lives until ReleaseConnection or Shutdown.
   absl::StatusOr<QpEndpoint> AcceptConnection(const QpEndpoint& initiator);
   // Destroys the responder QP `responder_qp_num` (an endpoint AcceptConnection
@@ -105,8 +105,8 @@ class Node {
 
 // How a session reaches the other nodes: turns a connection request into the
 // responder's endpoint, and tells where each node's arena is. The in-process
-// Cluster implements it by calling Node directly; a multi-process deployment
-// implements it over an out-of-band TCP exchange.
+// Cluster implements it by calling Node directly; across processes
+// rdma::cm::CmConnector does it with rdma_cm.
 class Connector {
  public:
   virtual ~Connector() = default;
@@ -121,6 +121,13 @@ class Connector {
   virtual absl::Status Disconnect(NodeId target, const QpEndpoint& responder) {
     (void)target;
     (void)responder;
+    return absl::OkStatus();
+  }
+  // OK while `node` is believed alive; Unavailable naming it once the
+  // connector knows its process is gone. Sessions ask while they wait on
+  // that node (SessionOptions::liveness_check). The default knows of no death.
+  virtual absl::Status PeerStatus(NodeId node) const {
+    (void)node;
     return absl::OkStatus();
   }
 };

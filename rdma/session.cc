@@ -195,7 +195,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
     auto arena = peers.Arena(static_cast<NodeId>(n));
     if (!arena.ok()) return arena.status();
     s->qps_[n].arena = *arena;
-    if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) return st;
+    if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) {
+      // A node already known dead leaves this session without a QP to it
+      // (its operations fail with the same Unavailable); anything else fails.
+      if (!absl::IsUnavailable(st) || peers.PeerStatus(static_cast<NodeId>(n)).ok()) return st;
+      s->qps_[n].connect_error = st;
+    }
   }
   BindThisThreadToNode(self.id());
   return s;
@@ -254,6 +259,7 @@ absl::Status Session::Reconnect(NodeId node) {
 }
 
 absl::Status Session::NotConnectedError(NodeId node) const {
+  if (absl::IsUnavailable(qps_[node].connect_error)) return qps_[node].connect_error;
   return absl::FailedPreconditionError(absl::StrCat("QP from node ", self_.id(), " to node ", node,
                                                     " is not connected (last Reconnect failed: ",
                                                     qps_[node].connect_error.ToString(),
@@ -322,7 +328,10 @@ absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait
   }
   wrs.back().signaled = true;
   const uint64_t last = wrs.back().wr_id;
-  if (absl::Status s = p.qp->Post(wrs); !s.ok()) return s;  // nothing posted, nothing counted
+  if (absl::Status s = p.qp->Post(wrs); !s.ok()) {  // nothing posted, nothing counted
+    if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) return alive;  // why the QP is down
+    return s;
+  }
   if (fenced) p.fenced_rd_atomic = last;
   counters.bytes += bytes;
   counters.nic_ops += wrs.size();
@@ -333,6 +342,13 @@ absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait
   if (!wait) return absl::OkStatus();
   counters.round_trips += 1;
   return WaitFor(target, last);
+}
+
+void Session::AbandonQp(PeerQp& p) {
+  (void)p.qp->Reset();
+  p.last_completed = p.last_posted;
+  p.inflight.clear();
+  p.inflight_wrs = 0;
 }
 
 absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
@@ -351,10 +367,7 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
       // uses. Reset it (the soft NIC waits for a work request it is
       // executing; verbs moves it to ERR, then RESET); posts fail until
       // Reconnect, and nothing is waited for on it any more.
-      (void)target_qp.qp->Reset();
-      target_qp.last_completed = target_qp.last_posted;
-      target_qp.inflight.clear();
-      target_qp.inflight_wrs = 0;
+      AbandonQp(target_qp);
       return absl::DeadlineExceededError(absl::StrCat(
           "no completion within ", absl::FormatDuration(absl::FromChrono(options_.completion_timeout)),
           " on the QP from node ", self_.id(), " to node ", target, "; the NIC or the peer is stalled",
@@ -362,8 +375,15 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
                    "READ/atomic after a retransmission timeout, see tests/verbs/README.md \"rxe fence\")"
                  : ""));
     }
-    int n = cq_->Wait(absl::MakeSpan(buf), options_.poll_mode, left);
+    int n = cq_->Wait(absl::MakeSpan(buf), options_.poll_mode, std::min<std::chrono::nanoseconds>(left, options_.liveness_check));
     for (int i = 0; i < n; ++i) Account(buf[i], target, &first_error);
+    if (n == 0 && target_qp.last_completed < wr_id) {
+      if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) {
+        AbandonQp(target_qp);
+        return absl::Status(alive.code(), absl::StrCat("waiting on node ", target, " from node ", self_.id(), ": ",
+                                                       alive.message()));
+      }
+    }
   }
   if (first_error.ok() && !target_qp.deferred_error.ok()) {
     first_error = std::exchange(target_qp.deferred_error, absl::OkStatus());

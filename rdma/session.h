@@ -51,6 +51,11 @@ struct SessionOptions {
   // operation uses), and operations to that node fail with
   // FailedPrecondition until Session::Reconnect. Never an unbounded hang.
   std::chrono::nanoseconds completion_timeout = std::chrono::seconds(10);
+  // While it waits for a completion, how often the session asks the
+  // Connector whether the peer is still alive (Connector::PeerStatus). A dead
+  // peer's operations fail with its Unavailable within this much of the
+  // connector learning of the death; the QP is then reset as after a timeout.
+  std::chrono::nanoseconds liveness_check = std::chrono::milliseconds(100);
   // Registered bounce buffer for READ results and non-inline WRITE payloads.
   size_t scratch_bytes = size_t{1} << 20;
   uint32_t max_send_wr = 256;
@@ -230,6 +235,8 @@ class Session {
     // none): names the likely culprit when that chain never completes.
     uint64_t fenced_rd_atomic = 0;
   };
+  // Resets `p`'s QP and forgets its work in flight: it never completes.
+  void AbandonQp(PeerQp& p);
 
   Node& self_;
   Connector& peers_;

@@ -1,15 +1,12 @@
 // The hash map across two processes: each node creates only its own part
-// (HashMap::Create with its own node) and reaches the other through a TcpConnector.
+// (HashMap::Create with its own node) and reaches the other through its
+// Connector.
 //
-// Two modes (testing/two_node_harness.h):
-//  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
-//    RXE_NUM_NODES=2, RXE_NODE_ID=0|1, RXE_SELF_IP, RXE_PEER_IP; each guest
-//    runs this binary as one node on the verbs fabric. Port: RDMADS_TCP_PORT
-//    (default 7481).
-//  * otherwise, one process: both nodes on the first backend of
-//    RDMADS_FABRICS (default soft), their connectors on 127.0.0.1.
+// Modes (testing/node_harness.h): one node per process (two guests with the
+// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// both nodes on the first backend of RDMADS_FABRICS (default soft).
 //
-// Phases, with TCP barriers in between: (1) each node puts its half of the
+// Phases, with barriers in between: (1) each node puts its half of the
 // keys (spread over both nodes: native and remote puts), (2) each reads every
 // key (native, loopback and remote gets), (3) both race to Insert the same
 // keys: exactly one wins each key, and the stored value is the winner's,
@@ -29,19 +26,15 @@
 #include "util/status_macros.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
-#include "rdma/verbs/tcp_connector.h"
-#include "testing/two_node_harness.h"
+#include "rdma/bootstrap.h"
+#include "testing/node_harness.h"
 #include "structures/hash_map/hash_map.h"
 
 namespace structures {
 namespace {
 
 using rdma::NodeId;
-using rdma::verbs::TcpConnector;
-using rdma::verbs::TcpConnectorOptions;
-using rdma::verbs::TcpPeer;
 
-constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 constexpr uint64_t kKeys = 64;
 constexpr uint64_t kRecordBase = uint64_t{1} << 40;  // key kRecordBase + k: who won the insert of k
 
@@ -52,7 +45,7 @@ constexpr uint64_t kRecordBase = uint64_t{1} << 40;  // key kRecordBase + k: who
 
 uint64_t ValueOf(NodeId writer, uint64_t key) { return (uint64_t{writer} + 1) << 32 | key; }
 
-absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where) {
+absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap& boot, std::string& where) {
   const NodeId me = node.id();
   where = absl::StrCat("node ", me, " setup");
   HashMapOptions o;
@@ -61,7 +54,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   rdma::Node* const local[] = {&node};
   auto map = HashMap<uint64_t>::Create(conn, local, o);
   RETURN_IF_ERROR(map.status());
-  RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both parts exist, both servers up
+  RETURN_IF_ERROR(boot.Barrier());  // both parts exist, both servers up
   auto session = rdma::Session::Create(node, conn);
   RETURN_IF_ERROR(session.status());
   auto client_or = map->NewClient(node, session->get());
@@ -77,7 +70,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     (map->HomeOf(k) == me ? native : remote)++;
   }
   REQUIRE(native > 0 && remote > 0, "keys did not spread over both nodes: ", native, " native, ", remote, " remote");
-  RETURN_IF_ERROR(conn.Barrier(2, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " get");
   for (uint64_t k = 0; k < kKeys; ++k) {
@@ -95,7 +88,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     total += *s;
   }
   REQUIRE(total == kKeys, "sizes add up to ", total);
-  RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " insert race");
   std::vector<bool> won(kKeys, false);
@@ -111,7 +104,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     RETURN_IF_ERROR(rec.status());
     REQUIRE(*rec, "both nodes won the insert of key ", kKeys + i);
   }
-  RETURN_IF_ERROR(conn.Barrier(4, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   for (uint64_t i = 0; i < kKeys; ++i) {
     const uint64_t k = kKeys + i;
     auto winner = c.Get(kRecordBase + k);
@@ -123,7 +116,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     REQUIRE(*v == std::optional<uint64_t>(ValueOf(static_cast<NodeId>(**winner), k)), "key ", k, " = ",
             v->value_or(0));
   }
-  RETURN_IF_ERROR(conn.Barrier(5, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " erase");
   for (uint64_t k = me; k < 2 * kKeys; k += 2) {
@@ -134,13 +127,13 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   for (uint64_t k = 0; k < kKeys; ++k) {
     if (won[k]) RETURN_IF_ERROR(c.Erase(kRecordBase + kKeys + k).status());
   }
-  RETURN_IF_ERROR(conn.Barrier(6, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   for (NodeId n : {NodeId{0}, NodeId{1}}) {
     auto s = c.Size(n);
     RETURN_IF_ERROR(s.status());
     REQUIRE(*s == 0, "node ", n, " still holds ", *s);
   }
-  RETURN_IF_ERROR(conn.Barrier(7, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " growth");
   HashMapOptions go;
@@ -148,7 +141,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   go.max_groups_per_node = 3 * 64;   // room for 64 segments of one unit
   auto grow = HashMap<uint64_t>::Create(conn, local, go);  // second allocation on both: same offset
   RETURN_IF_ERROR(grow.status());
-  RETURN_IF_ERROR(conn.Barrier(8, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   auto gclient_or = grow->NewClient(node, session->get());
   RETURN_IF_ERROR(gclient_or.status());
   HashMap<uint64_t>::Client& g = **gclient_or;
@@ -160,7 +153,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     RETURN_IF_ERROR(prev.status());
     REQUIRE(!prev->has_value(), "grow key ", k, " already had ", prev->value_or(0));
   }
-  RETURN_IF_ERROR(conn.Barrier(9, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   for (uint64_t k = grow_base; k < grow_base + 2 * kGrowKeys; ++k) {
     auto v = g.Get(k);
     RETURN_IF_ERROR(v.status());
@@ -181,15 +174,15 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   std::printf("node %d: growth: %zu segments in all, this client split %llu and refreshed its directory %llu times\n",
               me, segments, static_cast<unsigned long long>(g.growth_stats().splits),
               static_cast<unsigned long long>(g.growth_stats().refreshes));
-  RETURN_IF_ERROR(conn.Barrier(10, kBarrierTimeout));  // nobody tears down while the other still works
+  RETURN_IF_ERROR(boot.Barrier());  // nobody tears down while the other still works
   gclient_or->reset();
   client_or->reset();
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
 }
 
-TEST(HashMapTwoNode, LocalPartsOverTcpConnector) {
-  rdma::testing::RunTwoNodesPhased(RunNodeAt, 7481);
+TEST(HashMapTwoNode, LocalPartsAcrossNodes) {
+  rdma::testing::RunNodes(RunNodeAt);
 }
 
 }  // namespace

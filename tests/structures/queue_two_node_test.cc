@@ -1,14 +1,14 @@
 // The queue across two processes: each node creates only its own ring
-// (Queue::Create with its own node) and reaches the other through a
-// TcpConnector. Node 0's ring is the shared queue: both nodes produce into it
+// (Queue::Create with its own node) and reaches the other through its
+// Connector. Node 0's ring is the shared queue: both nodes produce into it
 // and consume from it (node 0 natively, node 1 remotely), so in two guests
 // the home is in one guest and producers and consumers are in both.
 //
-// Two modes (testing/two_node_harness.h): two processes (two Soft-RoCE
-// guests, one node each, verbs), or one process with both nodes on the first
-// backend of RDMADS_FABRICS. Port: RDMADS_TCP_PORT (default 7491).
+// Modes (testing/node_harness.h): one node per process (two guests with the
+// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// both nodes on the first backend of RDMADS_FABRICS (default soft).
 //
-// Phases, with TCP barriers in between: (1) both enqueue kPerNode distinct
+// Phases, with barriers in between: (1) both enqueue kPerNode distinct
 // values into node 0's queue at once; (2) both dequeue concurrently until the
 // queue is empty: every value comes out exactly once, and each node sees each
 // producer's values in that producer's order (FIFO), and the two counts add
@@ -25,18 +25,16 @@
 #include "gtest/gtest.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
-#include "rdma/verbs/tcp_connector.h"
+#include "rdma/bootstrap.h"
 #include "structures/queue/queue.h"
-#include "testing/two_node_harness.h"
+#include "testing/node_harness.h"
 #include "util/status_macros.h"
 
 namespace structures {
 namespace {
 
 using rdma::NodeId;
-using rdma::verbs::TcpConnector;
 
-constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 constexpr uint64_t kPerNode = 100;
 
 #define REQUIRE(cond, ...)                                                                                \
@@ -46,14 +44,14 @@ constexpr uint64_t kPerNode = 100;
 
 uint64_t ValueOf(NodeId producer, uint64_t i) { return (uint64_t{producer} + 1) << 32 | i; }
 
-absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where) {
+absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap& boot, std::string& where) {
   const NodeId me = node.id();
   where = absl::StrCat("node ", me, " setup");
   QueueOptions o;
   o.capacity = 256;  // holds both nodes' values
   rdma::Node* const local[] = {&node};
   ASSIGN_OR_RETURN(auto q, Queue<uint64_t>::Create(conn, local, o));
-  RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both rings exist, both servers up
+  RETURN_IF_ERROR(boot.Barrier());  // both rings exist, both servers up
   ASSIGN_OR_RETURN(auto session, rdma::Session::Create(node, conn));
   ASSIGN_OR_RETURN(auto client, q.NewClient(node, session.get()));
 
@@ -62,7 +60,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     ASSIGN_OR_RETURN(bool in, client->Enqueue(0, ValueOf(me, i)));
     REQUIRE(in, "queue full at value ", i);
   }
-  RETURN_IF_ERROR(conn.Barrier(2, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " dequeue");
   std::vector<uint64_t> got;
@@ -85,7 +83,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   }
   // Nothing left once both consumers are done; no value twice here.
   std::printf("node %d: dequeued %zu values\n", me, got.size());
-  RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   ASSIGN_OR_RETURN(size_t left, client->Size(0));
   REQUIRE(left == 0, left, " values left in node 0's queue");
   std::sort(got.begin(), got.end());
@@ -94,12 +92,12 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   // Exactly once across both consumers: node 1 sends node 0 its count
   // through the (now empty) queue itself.
   where = absl::StrCat("node ", me, " counts");
-  RETURN_IF_ERROR(conn.Barrier(4, kBarrierTimeout));  // both saw the queue empty
+  RETURN_IF_ERROR(boot.Barrier());  // both saw the queue empty
   if (me == 1) {
     ASSIGN_OR_RETURN(bool in, client->Enqueue(0, got.size()));
     REQUIRE(in, "queue full");
   }
-  RETURN_IF_ERROR(conn.Barrier(5, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   if (me == 0) {
     ASSIGN_OR_RETURN(std::optional<uint64_t> other, client->Dequeue(0));
     REQUIRE(other.has_value(), "node 1's count is missing");
@@ -116,14 +114,14 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     ASSIGN_OR_RETURN(std::vector<uint64_t> back, client->DequeueBatch(1, 16));
     REQUIRE(back == batch, "the batch came back as ", back.size(), " values, not the 16 sent");
   }
-  RETURN_IF_ERROR(conn.Barrier(6, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   client.reset();
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
 }
 
 TEST(QueueTwoNode, HomeInOneProcessProducersAndConsumersInBoth) {
-  rdma::testing::RunTwoNodesPhased(RunNodeAt, 7491);
+  rdma::testing::RunNodes(RunNodeAt);
 }
 
 }  // namespace

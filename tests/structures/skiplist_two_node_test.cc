@@ -1,10 +1,12 @@
 // The ordered map across two processes: each node creates only its own part
-// (SkipList::Create with its own node) and reaches the other through a
-// TcpConnector. Modes as in testing/two_node_harness.h: two Soft-RoCE guests
-// (`rxe_run --two-guests`), or one process with both nodes on the first
-// backend of RDMADS_FABRICS (default soft).
+// (SkipList::Create with its own node) and reaches the other through its
+// Connector.
 //
-// Phases, with TCP barriers in between: (1) each node puts 300 keys spread
+// Modes (testing/node_harness.h): one node per process (two guests with the
+// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// both nodes on the first backend of RDMADS_FABRICS (default soft).
+//
+// Phases, with barriers in between: (1) each node puts 300 keys spread
 // over both nodes' ranges (native puts in its own, remote puts and remote
 // splits, one-sided node allocation included, in the other's); (2) each reads
 // every key on every path it can take, and LowerBound and Scan cross the
@@ -21,18 +23,16 @@
 #include "gtest/gtest.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
-#include "rdma/verbs/tcp_connector.h"
+#include "rdma/bootstrap.h"
 #include "structures/skiplist/skiplist.h"
-#include "testing/two_node_harness.h"
+#include "testing/node_harness.h"
 #include "util/status_macros.h"
 
 namespace structures {
 namespace {
 
 using rdma::NodeId;
-using rdma::verbs::TcpConnector;
 
-constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 constexpr uint64_t kSplit = 1 << 20;  // node 0 owns [0, 2^20), node 1 the rest
 constexpr uint64_t kPerNode = 300;
 constexpr uint64_t kRaceBase = uint64_t{1} << 40;
@@ -51,7 +51,7 @@ uint64_t KeyOf(NodeId w, uint64_t i) {
 }
 uint64_t ValueOf(NodeId w, uint64_t key) { return (uint64_t{w} + 1) << 48 | key; }
 
-absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where) {
+absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap& boot, std::string& where) {
   const NodeId me = node.id();
   where = absl::StrCat("node ", me, " setup");
   SkipListOptions o;
@@ -60,7 +60,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   rdma::Node* const local[] = {&node};
   auto map = SkipList<uint64_t>::Create(conn, local, o);
   RETURN_IF_ERROR(map.status());
-  RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   auto session = rdma::Session::Create(node, conn);
   RETURN_IF_ERROR(session.status());
   auto client_or = map->NewClient(node, session->get());
@@ -75,7 +75,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     REQUIRE(!prev->has_value(), "key ", k, " already bound");
   }
   REQUIRE(c.stats().splits > 0, "no split");
-  RETURN_IF_ERROR(conn.Barrier(2, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " get");
   for (NodeId w : {NodeId{0}, NodeId{1}}) {
@@ -96,7 +96,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
   RETURN_IF_ERROR(all.status());
   REQUIRE(all->size() == 2 * kPerNode, "scan saw ", all->size());
   for (size_t i = 1; i < all->size(); ++i) REQUIRE((*all)[i - 1].first < (*all)[i].first, "order at ", i);
-  RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " insert race");
   std::vector<bool> won(kRaceKeys, false);
@@ -108,7 +108,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     RETURN_IF_ERROR(ins.status());
     won[j] = *ins;
   }
-  RETURN_IF_ERROR(conn.Barrier(4, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   for (uint64_t j = 0; j < kRaceKeys; ++j) {
     const uint64_t k = j % 2 == 0 ? kSplit - 1 - 4 * kPerNode - j : kRaceBase + j;
     auto v = c.Get(k);
@@ -117,7 +117,7 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     const bool mine = **v == ValueOf(me, k);
     REQUIRE(mine == won[j], "race key ", k, ": value ", **v, ", I won: ", won[j]);
   }
-  RETURN_IF_ERROR(conn.Barrier(5, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   where = absl::StrCat("node ", me, " erase");
   for (uint64_t i = 0; i < kPerNode; ++i) {
@@ -129,17 +129,17 @@ absl::Status RunNodeAt(rdma::Node& node, TcpConnector& conn, std::string& where)
     const uint64_t k = j % 2 == 0 ? kSplit - 1 - 4 * kPerNode - j : kRaceBase + j;
     if (won[j]) RETURN_IF_ERROR(c.Erase(k).status());
   }
-  RETURN_IF_ERROR(conn.Barrier(6, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
   auto none = c.Scan(0, 10);
   RETURN_IF_ERROR(none.status());
   REQUIRE(none->empty(), "scan still sees ", none->size(), " keys");
-  RETURN_IF_ERROR(conn.Barrier(7, kBarrierTimeout));  // nobody tears down while the other still works
+  RETURN_IF_ERROR(boot.Barrier());  // nobody tears down while the other still works
   client_or->reset();
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
 }
 
-TEST(SkipListTwoNode, LocalPartsOverTcpConnector) { rdma::testing::RunTwoNodesPhased(RunNodeAt, 7483); }
+TEST(SkipListTwoNode, LocalPartsAcrossNodes) { rdma::testing::RunNodes(RunNodeAt); }
 
 }  // namespace
 }  // namespace structures

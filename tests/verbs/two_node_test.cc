@@ -1,15 +1,11 @@
-// Two nodes, each with its own Node + TcpConnector, doing READ/WRITE/CAS/FAA
+// Two nodes, each with its own Node and Connector, doing READ/WRITE/CAS/FAA
 // and a Batch chain against each other's arena and their own (loopback), a
 // shared NIC-domain counter hit by both (remote + loopback), then checking
-// every result, with TCP barriers in between.
+// every result, with bootstrap barriers in between.
 //
-// Two modes:
-//  * two processes (two Soft-RoCE guests): `rxe_run --two-guests` sets
-//    RXE_NUM_NODES=2, RXE_NODE_ID=0|1, RXE_SELF_IP, RXE_PEER_IP; each guest
-//    runs this binary as one node on the verbs fabric. Port: RDMADS_TCP_PORT
-//    (default 7471).
-//  * otherwise, one process: both nodes on the first backend of
-//    RDMADS_FABRICS (default soft), their connectors on 127.0.0.1.
+// Modes (testing/node_harness.h): one node per process (two guests with the
+// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// both nodes on the first backend of RDMADS_FABRICS (default soft).
 
 #include <atomic>
 #include <chrono>
@@ -25,18 +21,13 @@
 #include "rdma/node.h"
 #include "rdma/session.h"
 #include "rdma/soft/soft_nic.h"
-#include "rdma/verbs/tcp_connector.h"
-#include "testing/two_node_harness.h"
+#include "rdma/bootstrap.h"
+#include "testing/node_harness.h"
 
 namespace rdma {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using verbs::TcpConnector;
-using verbs::TcpConnectorOptions;
-using verbs::TcpPeer;
-
-constexpr std::chrono::milliseconds kBarrierTimeout{180'000};
 
 uint8_t Pattern(int writer, int owner, int i) { return static_cast<uint8_t>(i * 31 + writer * 7 + owner * 3 + 1); }
 
@@ -48,7 +39,7 @@ uint8_t Pattern(int writer, int owner, int i) { return static_cast<uint8_t>(i * 
 double MicrosPerOp(Clock::duration d, int n) { return std::chrono::duration<double, std::micro>(d).count() / n; }
 
 // One node's part. Both nodes call it concurrently.
-absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
+absl::Status RunNodeAt(Node& node, Connector& conn, Bootstrap& boot, std::string& where) {
   const NodeId me = node.id();
   const NodeId other = static_cast<NodeId>(1 - me);
   where = absl::StrCat("node ", me);
@@ -76,7 +67,7 @@ absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
   ASSIGN_OR_RETURN(auto counter, node.Allocate(64));
   const uint64_t block_off = node.OffsetOf(block);
   const uint64_t counter_off = node.OffsetOf(counter);
-  RETURN_IF_ERROR(conn.Barrier(1, kBarrierTimeout));  // both arenas ready, both servers up
+  RETURN_IF_ERROR(boot.Barrier());  // both arenas ready, both servers up
 
   ASSIGN_OR_RETURN(auto session, Session::Create(node, conn));
   Session& s = *session;
@@ -126,7 +117,7 @@ absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
   // Latency (informational), one node at a time: the other one waits in a
   // barrier instead of busy-polling, so under emulation it does not steal
   // the CPUs that run the NIC.
-  if (me == 1) RETURN_IF_ERROR(conn.Barrier(10, kBarrierTimeout));
+  if (me == 1) RETURN_IF_ERROR(boot.Barrier());
   for (NodeId target : {other, me}) {
     where = absl::StrCat("node ", me, " latency to node ", target);
     ASSIGN_OR_RETURN(auto arena, conn.Arena(target));
@@ -153,8 +144,8 @@ absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
     std::printf("node %d -> node %d (remote): READ %.1f us (completion channel)\n", me, other,
                 MicrosPerOp(Clock::now() - t0, kOps));
   }
-  if (me == 0) RETURN_IF_ERROR(conn.Barrier(10, kBarrierTimeout));  // node 1's turn...
-  RETURN_IF_ERROR(conn.Barrier(11, kBarrierTimeout));                // ...until it is done
+  if (me == 0) RETURN_IF_ERROR(boot.Barrier());  // node 1's turn...
+  RETURN_IF_ERROR(boot.Barrier());                // ...until it is done
 
   // A NIC-domain counter on node 0, hit by node 0 (loopback) and node 1 (remote).
   where = absl::StrCat("node ", me, " shared counter");
@@ -162,7 +153,7 @@ absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
   const RemotePtr shared(0, arena0.base + counter_off);
   constexpr int kAdds = 200;
   for (int i = 0; i < kAdds; ++i) RETURN_IF_ERROR(s.FetchAndAdd(shared, 1).status());
-  RETURN_IF_ERROR(conn.Barrier(2, kBarrierTimeout));
+  RETURN_IF_ERROR(boot.Barrier());
 
   // Everybody is done writing: check what landed in my memory.
   where = absl::StrCat("node ", me, " checking its memory");
@@ -181,22 +172,14 @@ absl::Status RunNodeAt(Node& node, TcpConnector& conn, std::string& where) {
   ASSIGN_OR_RETURN(auto seen, s.Read64(shared));
   REQUIRE(seen == 2 * kAdds, "shared counter read over RDMA = ", seen);
   where = absl::StrCat("node ", me);
-  RETURN_IF_ERROR(conn.Barrier(3, kBarrierTimeout));  // nobody tears down while the other still works
+  RETURN_IF_ERROR(boot.Barrier());  // nobody tears down while the other still works
   REQUIRE(fenced_rd_atomic->load() == 0, fenced_rd_atomic->load(),
           " fenced READ/atomic WRs posted: on rxe across the two-guest link they can deadlock (tests/verbs/README.md)");
   std::printf("node %d: all checks passed\n", me);
   return absl::OkStatus();
 }
 
-// Errors say which node and phase they came from.
-absl::Status RunNode(Node& node, TcpConnector& conn) {
-  std::string where;
-  return util::Annotate(RunNodeAt(node, conn, where), where);
-}
-
-TEST(TwoNode, ReadWriteAtomicsAndBatchesBothWays) {
-  rdma::testing::RunTwoNodes(RunNode, 7471);
-}
+TEST(TwoNode, ReadWriteAtomicsAndBatchesBothWays) { rdma::testing::RunNodes(RunNodeAt); }
 
 }  // namespace
 }  // namespace rdma

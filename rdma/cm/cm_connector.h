@@ -1,0 +1,86 @@
+#ifndef RDMA_CM_CM_CONNECTOR_H_
+#define RDMA_CM_CM_CONNECTOR_H_
+
+// CmConnector: the rdma::Connector for one node per process, on rdma_cm
+// (librdmacm) and an rdma::Bootstrap (docs/design.md §5, "Connecting").
+//
+//   ASSIGN_OR_RETURN(auto boot, rdma::Bootstrap::FromEnvironment());
+//   ASSIGN_OR_RETURN(auto node, rdma::Node::Create(boot->rank(), std::move(device)));
+//   ASSIGN_OR_RETURN(auto peers, rdma::cm::CmConnector::Create(*node, *boot));
+//   ASSIGN_OR_RETURN(auto session, rdma::Session::Create(*node, *peers));
+//
+// What it does:
+//  * Create binds an rdma_cm listener to the node's RDMA address (options, or
+//    RDMADS_RDMA_ADDR, or the IPv4 address in the device's RoCE v2 GID),
+//    checks rdma_cm resolves it to the node's own device and GID, publishes
+//    the node's card (address, port, arena, incarnation) with one
+//    Bootstrap::AllGather, opens a control connection to every other node and
+//    returns after a Bootstrap::Barrier: every node is then reachable.
+//  * Connect(target) resolves the route, connects with the session's own QP
+//    (rdma_cm's external-QP mode, so the verbs layer and per-op counts are
+//    the project's own), and returns the responder's endpoint from the
+//    accept. The route's GIDs must equal the ones the QPs use, else
+//    FailedPrecondition naming both. Connect to the node itself stays in
+//    process. Disconnect sends the CM disconnect; the responder frees its QP.
+//  * A responder QP is freed when its initiator disconnects or its process
+//    ends (the kernel sends the disconnect for a process that exits).
+//  * Failure detection: a control connection's DISCONNECTED means that peer
+//    process is gone; PeerStatus(node) is then Unavailable naming it, and
+//    Sessions waiting on that node return it within SessionOptions'
+//    liveness_check (docs/design.md §5 gives the bounds, host death included).
+//    A restarted peer is another incarnation and is refused, never silently
+//    connected to.
+//
+// Thread-safe. Destroy the Sessions that use it before it, and it before the
+// Node. Verbs devices only (a soft-NIC node has no rdma_cm).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rdma/bootstrap.h"
+#include "rdma/node.h"
+
+namespace rdma::cm {
+
+struct CmConnectorOptions {
+  // The RDMA interface's IP address to listen on; empty = RDMADS_RDMA_ADDR,
+  // else the IPv4 address of the device's RoCE v2 GID.
+  std::string address;
+  // 0 = a free port (it is published through the bootstrap).
+  uint16_t port = 0;
+  // Route resolution plus the peer's answer, per connection.
+  std::chrono::milliseconds connect_timeout{15'000};
+};
+
+class CmConnector final : public Connector {
+ public:
+  static absl::StatusOr<std::unique_ptr<CmConnector>> Create(Node& local, Bootstrap& bootstrap,
+                                                             const CmConnectorOptions& options = {});
+  ~CmConnector() override;
+
+  // Connector:
+  int num_nodes() const override;
+  absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) override;
+  absl::StatusOr<ArenaInfo> Arena(NodeId node) const override;
+  absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
+  absl::Status PeerStatus(NodeId node) const override;
+
+  // Where this node's listener is bound ("10.0.2.15:43211").
+  std::string listen_address() const;
+  // Responder QPs this node holds for other nodes' sessions.
+  size_t responder_connections() const;
+
+  class Impl;
+
+ private:
+  explicit CmConnector(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rdma::cm
+
+#endif  // RDMA_CM_CM_CONNECTOR_H_

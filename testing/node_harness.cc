@@ -1,0 +1,178 @@
+#include "testing/node_harness.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "rdma/cm/cm_connector.h"
+#include "rdma/fabric.h"
+#include "util/status_macros.h"
+
+namespace rdma::testing {
+namespace {
+
+NodeOptions SmallNode() {
+  NodeOptions o;
+  o.arena_bytes = 4 << 20;
+  return o;
+}
+
+// The collectives of several threads of one process, one rank per thread.
+class SharedRound {
+ public:
+  explicit SharedRound(int size) : size_(size), blobs_(size) {}
+  std::vector<std::string> Exchange(int rank, absl::string_view blob) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t round = round_;
+    blobs_[rank] = std::string(blob);
+    if (++arrived_ == size_) {
+      result_ = blobs_;
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return round_ != round; });
+    }
+    return result_;
+  }
+
+ private:
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> blobs_, result_;
+  int arrived_ = 0;
+  uint64_t round_ = 0;
+};
+
+class ThreadBootstrap final : public Bootstrap {
+ public:
+  ThreadBootstrap(SharedRound& round, int rank, int size) : round_(round), rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& job() const override { return job_; }
+  absl::string_view kind() const override { return "threads"; }
+  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view blob) override {
+    return round_.Exchange(rank_, blob);
+  }
+  absl::Status Barrier() override {
+    round_.Exchange(rank_, "");
+    return absl::OkStatus();
+  }
+  [[noreturn]] void Abort(int exit_code, absl::string_view reason) override {
+    std::fprintf(stderr, "rank %d aborts: %.*s\n", rank_, static_cast<int>(reason.size()), reason.data());
+    std::exit(exit_code);
+  }
+
+ private:
+  SharedRound& round_;
+  const int rank_, size_;
+  const std::string job_ = "in-process";
+};
+
+// Every node of the process, reached by calling it directly.
+class InProcessConnector final : public Connector {
+ public:
+  explicit InProcessConnector(const std::vector<std::unique_ptr<Node>>& nodes) : nodes_(nodes) {}
+  int num_nodes() const override { return static_cast<int>(nodes_.size()); }
+  absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) override {
+    return nodes_.at(target)->AcceptConnection(initiator);
+  }
+  absl::StatusOr<ArenaInfo> Arena(NodeId node) const override { return nodes_.at(node)->arena_info(); }
+  absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override {
+    return nodes_.at(target)->ReleaseConnection(responder.qp_num);
+  }
+
+ private:
+  const std::vector<std::unique_ptr<Node>>& nodes_;
+};
+
+absl::Status RunBody(const NodeBody& body, Node& node, Connector& peers, Bootstrap& boot) {
+  std::string where = "body";
+  absl::Status st = util::Annotate(body(node, peers, boot, where), where);
+  absl::Status end = boot.Barrier();  // nobody tears down while another still works
+  return st.ok() ? util::Annotate(end, "final barrier") : st;
+}
+
+// This process's node of a job the environment describes.
+void RunOnePerProcess(const NodeBody& body) {
+  BootstrapOptions bo;
+  bo.timeout = std::chrono::seconds(180);  // another guest may still be booting
+  auto boot = Bootstrap::FromEnvironment(bo);
+  ASSERT_TRUE(boot.ok()) << boot.status();
+  const int rank = (*boot)->rank();
+  FabricOptions fo;
+  fo.kind = FabricKind::kVerbs;
+  auto fabric = OpenFabric(fo);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(rank));
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  auto node = Node::Create(static_cast<NodeId>(rank), std::move(*dev), SmallNode());
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto peers = cm::CmConnector::Create(**node, **boot);
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status st = RunBody(body, **node, **peers, **boot);
+  EXPECT_TRUE(st.ok()) << "node " << rank << ": " << st;
+  std::printf("node %d (%s bootstrap, listening on %s) finished in %.2f s\n", rank,
+              std::string((*boot)->kind()).c_str(), (*peers)->listen_address().c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void RunAllInProcess(const NodeBody& body, int n) {
+  const char* env = std::getenv("RDMADS_FABRICS");
+  std::vector<std::string> backends = absl::StrSplit(env == nullptr ? "soft" : env, ',', absl::SkipEmpty());
+  auto kind = ParseFabricKind(backends.empty() ? "soft" : backends[0]);
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  FabricOptions fo;
+  fo.kind = *kind;
+  auto fabric = OpenFabric(fo);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int id = 0; id < n; ++id) {
+    auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(id));
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    auto node = Node::Create(static_cast<NodeId>(id), std::move(*dev), SmallNode());
+    ASSERT_TRUE(node.ok()) << node.status();
+    nodes.push_back(std::move(*node));
+  }
+  InProcessConnector peers(nodes);
+  SharedRound round(n);
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (int id = 1; id < n; ++id) {
+    threads.emplace_back([&, id] {
+      ThreadBootstrap boot(round, id, n);
+      results[id] = RunBody(body, *nodes[id], peers, boot);
+    });
+  }
+  ThreadBootstrap boot0(round, 0, n);
+  results[0] = RunBody(body, *nodes[0], peers, boot0);
+  for (auto& t : threads) t.join();
+  for (int id = 0; id < n; ++id) EXPECT_TRUE(results[id].ok()) << "node " << id << ": " << results[id];
+}
+
+}  // namespace
+
+bool OneNodePerProcess() {
+  return std::getenv("PMIX_NAMESPACE") != nullptr || std::getenv("RDMADS_NODE_ID") != nullptr;
+}
+
+void RunNodes(const NodeBody& body, int in_process_nodes) {
+  if (OneNodePerProcess()) {
+    RunOnePerProcess(body);
+  } else {
+    RunAllInProcess(body, in_process_nodes);
+  }
+}
+
+}  // namespace rdma::testing

@@ -1,0 +1,48 @@
+#ifndef TESTING_NODE_HARNESS_H_
+#define TESTING_NODE_HARNESS_H_
+
+// Runs a multi-node test body, each node with its own rdma::Node, Connector
+// and Bootstrap, in one of two modes:
+//  * one node per process, when a launcher or a peer list is in the
+//    environment (PMIX_NAMESPACE: mpirun, srun; RDMADS_NODE_ID and
+//    RDMADS_PEERS: the peer list, see rdma/bootstrap.h): this process runs
+//    node rank() only, on the verbs fabric, connected by rdma_cm
+//    (rdma::cm::CmConnector); it prints how long its body took;
+//  * otherwise one process: `in_process_nodes` nodes on the first backend of
+//    RDMADS_FABRICS (default soft), each on its own thread, with an
+//    in-process connector and bootstrap.
+//
+//   absl::Status RunNode(rdma::Node& node, rdma::Connector& peers,
+//                        rdma::Bootstrap& boot, std::string& where) {
+//     where = "setup";
+//     RETURN_IF_ERROR(boot.Barrier());  // every node is up
+//     ...                               // this node's part (node.id() = boot.rank())
+//   }
+//   TEST(MyMultiNode, Works) { rdma::testing::RunNodes(RunNode); }
+//
+// Contract: the body runs once per node, concurrently in the one-process
+// mode. A failing body's status is a gtest failure prefixed by `where` (the
+// phase it was in). After the body the harness waits at one more barrier, so
+// no node tears down while another still works; setup failures are gtest
+// failures too. Call it as the last statement of a TEST.
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "rdma/bootstrap.h"
+#include "rdma/node.h"
+
+namespace rdma::testing {
+
+using NodeBody = std::function<absl::Status(Node& node, Connector& peers, Bootstrap& boot, std::string& where)>;
+
+// Each node gets a 4 MiB arena.
+void RunNodes(const NodeBody& body, int in_process_nodes = 2);
+
+// True when the environment asks for one node per process.
+bool OneNodePerProcess();
+
+}  // namespace rdma::testing
+
+#endif  // TESTING_NODE_HARNESS_H_
