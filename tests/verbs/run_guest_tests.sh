@@ -6,8 +6,11 @@
 #      boot with RDMADS_FABRICS=verbs and RDMADS_REQUIRE_VERBS=1 (a test that
 #      would skip for lack of a device fails instead; any skipped test counts
 #      as a failure here),
-#   3. runs every binary of TWO_GUEST_TESTS in ONE two-guest boot (one node
-#      per guest: RXE_NUM_NODES=2, RXE_NODE_ID, RXE_SELF_IP, RXE_PEER_IP),
+#      and then MPI_TESTS, each under `mpirun -np N` (one node per process,
+#      the PMIx bootstrap, rdma_cm between the processes),
+#   3. runs every binary of TWO_GUEST_TESTS in ONE two-guest boot, one node
+#      per guest, started with the peer list (guest_exec.sh sets
+#      RDMADS_NODE_ID and RDMADS_PEERS from the guests' addresses),
 #   4. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if
 #      everything passed.
 # Before the boots it runs `tools/rxe_vm/selftest.sh --quick` (~50 s), so the
@@ -35,7 +38,6 @@ GUEST_TESTS=(
   //tests/rdma:error_path_test
   //tests/verbs:verbs_unit_test
   //tests/verbs:device_flags_test
-  //tests/verbs:tcp_connector_test
   //tests/verbs:two_node_test
   //tests/locks:mutual_exclusion_test
   //tests/locks:alock_fairness_test
@@ -49,6 +51,14 @@ GUEST_TESTS=(
   //tests/structures:skiplist_test
   //tests/structures:skiplist_lincheck_test
   //tests/structures:skiplist_two_node_test
+)
+# One guest, several processes: label@npN runs under `mpirun -np N`.
+MPI_TESTS=(
+  //tests/verbs:cm_connector_test@np3
+  //tests/verbs:two_node_test@np2
+  //tests/structures:hash_map_two_node_test@np2
+  //tests/structures:queue_two_node_test@np2
+  //tests/structures:skiplist_two_node_test@np2
 )
 # Two guests joined by a UDP link; every binary runs in both guests.
 TWO_GUEST_TESTS=(
@@ -77,11 +87,12 @@ for a in "$@"; do
 done
 [ -x "$RXE_RUN" ] || { echo "run_guest_tests.sh: $RXE_RUN not found" >&2; exit 2; }
 
-label_path() {  # //a/b:c -> <bazel-bin>/a/b/c
-  local l=${1#//}
-  echo "$BIN/${l%%:*}/${l##*:}"
+label_path() {  # //a/b:c -> <bazel-bin>/a/b/c; //a/b:c@np3 -> <bazel-bin>/a/b/c@np3
+  local l=${1#//} np=""
+  [[ $l == *@np* ]] && { np=@np${l##*@np}; l=${l%@np*}; }
+  echo "$BIN/${l%%:*}/${l##*:}$np"
 }
-label_name() { local l=${1#//}; echo "${l//[:\/]/.}"; }  # //tests/verbs:x -> tests.verbs.x
+label_name() { local l=${1#//}; l=${l/@np/.np}; echo "${l//[:\/]/.}"; }  # //tests/verbs:x@np3 -> tests.verbs.x.np3
 
 T0=$(date +%s.%N)
 secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
@@ -89,7 +100,7 @@ secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; 
 # Extra flags for both the build and `bazel info` (e.g. RDMADS_BAZEL_FLAGS=--config=asan).
 read -r -a BAZEL_FLAGS <<<"${RDMADS_BAZEL_FLAGS:-}"
 if [ $BUILD = 1 ]; then
-  mapfile -t TARGETS < <(printf '%s\n' "${GUEST_TESTS[@]}" "${TWO_GUEST_TESTS[@]}" | sort -u)
+  mapfile -t TARGETS < <(printf '%s\n' "${GUEST_TESTS[@]}" "${MPI_TESTS[@]%@np*}" "${TWO_GUEST_TESTS[@]}" | sort -u)
   echo "== building ${#TARGETS[@]} targets on the host${RDMADS_BAZEL_FLAGS:+ ($RDMADS_BAZEL_FLAGS)}"
   bazel build "${BAZEL_FLAGS[@]}" "${TARGETS[@]}" || { echo "run_guest_tests.sh: build failed" >&2; exit 1; }
 fi
@@ -140,6 +151,7 @@ parse_run() {
         failed_tests=$(grep -cE '^\[  FAILED  \] ' <<<"$body")  # one line per failed test with --gtest_brief
         local verdict=PASS why=""
         if [ "$rc" != 0 ]; then verdict=FAIL; why="exit $rc"; fi
+        [ "$failed_tests" != 0 ] && verdict=FAIL  # mpirun --enable-recovery can exit 0 after a rank failed
         if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then verdict=FAIL; why="${why:+$why, }$skipped skipped"; fi
         # Every listed binary must run tests on verbs: one whose suites all
         # instantiate nothing there passes 0 tests with exit 0.
@@ -217,7 +229,7 @@ if [ $SELFTEST = 1 ]; then
   if [ "$rc" = 0 ]; then PASSED=$((PASSED + 1)); v=PASS; else FAILED=$((FAILED + 1)); v=FAIL; fi
   SUMMARY+=("$(printf '%-4s %-36s %-8s %17s  %6.1f s%s' $v tools.rxe_vm.selftest--quick host "" "$el" "$why")")
 fi
-[ $SINGLE = 1 ] && [ ${#GUEST_TESTS[@]} -gt 0 ] && run_guest single "${GUEST_TESTS[@]}"
+[ $SINGLE = 1 ] && [ ${#GUEST_TESTS[@]} -gt 0 ] && run_guest single "${GUEST_TESTS[@]}" "${MPI_TESTS[@]}"
 [ $TWO = 1 ] && [ ${#TWO_GUEST_TESTS[@]} -gt 0 ] && run_guest two "${TWO_GUEST_TESTS[@]}"
 rm -f "$LOG"
 GUEST_TOTAL=$(secs_since "$G0")
