@@ -7,7 +7,8 @@
 //    speed (no pause between operations) for native and NIC readers against
 //    native and NIC writers, within a part and across parts; and once made
 //    to happen: both inserts land between the NIC reader's READ of the node
-//    holding a's place and its READ of the next node.
+//    holding a's place and its READ of the next node; and a node it passed
+//    over reclaimed and reused, its version brought back to the one read.
 //  * Ordered reads during a split paused between its two writes (the
 //    BetweenSplitWrites hook of structures/skiplist/policy.h), the new right
 //    node a reused one with the same low fence as in its earlier life.
@@ -487,6 +488,67 @@ TEST(SkipListRaceTest, LowerBoundRereadsTheNodeItPassedOver) {
     ASSERT_NO_FATAL_FAILURE(Erase(w, 95, Path::kNative));
     ASSERT_NO_FATAL_FAILURE(Erase(w, 86, Path::kNative));
   }
+}
+
+// A node LowerBound passed over is reclaimed and reused before its
+// re-validation, with its version brought back to the one the reader saw:
+// only a version that goes on from the node's old one across the reuse tells
+// the re-validation that the node changed. The NIC reader's LowerBound(1155)
+// READs Q = [1080, 1160), passes over it (1080..1150 < 1155) and goes on to
+// R = [1160, end). Right after its READ of Q: Q is emptied (reclaimed, P
+// takes [1080, 1160)), R splits into Q (reused higher up), Q's version is
+// brought up to the one the reader saw (each put or erase in Q adds 2; with
+// the old version carried on it is past it already), 1156 lands in P and
+// 1160 is erased. 2000, R's first key after that, was never the answer
+// while 1156 was bound: the reader must read again and answer 1156.
+TEST(SkipListRaceTest, LowerBoundSeesANodeReusedSinceAsChanged) {
+  Env e;
+  ASSERT_TRUE(MakeEnv(&e));
+  Spy spy(*e.cluster);
+  const Part part = FindPart(e, spy);
+  Client* w = e.Native();
+  Client* r = e.Nic();
+  ASSERT_TRUE(w && r);
+  ASSERT_NO_FATAL_FAILURE(ThreeNodes(w));
+  const uint64_t q = part.Find(1080);
+  ASSERT_NE(q, 0u);
+  // Q's version well past any a fresh node reaches in a split and its tower
+  // links.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Put(w, 1152, Path::kNative));
+    ASSERT_NO_FATAL_FAILURE(Erase(w, 1152, Path::kNative));
+  }
+  ASSERT_EQ(Keys(r, Path::kLoopback).size(), 25u);  // the reader learns where P, Q and R are
+  std::atomic<int> fired{0};
+  std::atomic<uint64_t> seen{0}, reused{0};
+  spy.Set([&](const Spy::Transfer& t, uint64_t index) {
+    if (!Spy::IsImageRead(t, part.Image(q)) || index != I::kWords - 1 || fired.fetch_add(1) != 0) return;
+    const uint64_t v = part.Peek(q).version;
+    seen.store(v);
+    for (uint64_t k = 1080; k <= 1150; k += 10) Erase(w, k, Path::kNative);
+    for (uint64_t k = 2080; k <= 2150; k += 10) Put(w, k, Path::kNative);
+    reused.store(part.Peek(q).version);
+    for (int i = 0; i < 1000 && part.Peek(q).version < v; ++i) {
+      Put(w, 5000, Path::kNative);
+      if (part.Peek(q).version < v) Erase(w, 5000, Path::kNative);
+    }
+    Put(w, 1156, Path::kNative);
+    Erase(w, 1160, Path::kNative);
+  });
+  const uint64_t retries = r->stats().lower_bound_retries;
+  auto lb = r->LowerBound(1155, Path::kLoopback);
+  spy.Set(nullptr);
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  ASSERT_GT(fired.load(), 0) << "the reader never READ Q";
+  ASSERT_EQ(w->stats().reclaimed, 1u);
+  ASSERT_EQ(w->stats().splits, 3u);
+  const I qi = part.Peek(q);
+  ASSERT_TRUE(qi.live() && qi.low > 2000) << "Q was not reused higher up";
+  std::printf("[reused] Q's version %lu when read, %lu after its reuse\n", static_cast<unsigned long>(seen.load()),
+              static_cast<unsigned long>(reused.load()));
+  ASSERT_TRUE(lb->has_value());
+  EXPECT_EQ((*lb)->first, 1156u) << "2000 answers only while neither 1156 nor 1160 is bound, and 1160 was erased after 1156 was put";
+  EXPECT_GT(r->stats().lower_bound_retries, retries);
 }
 
 // ---------------------------------------------------------------------------
