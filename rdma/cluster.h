@@ -3,7 +3,7 @@
 
 // Cluster: several nodes in one process on one fabric, and the in-process
 // Connector between them (docs/design.md §5). Tests, benchmarks and the demo
-// use it; one node per process uses rdma::verbs::TcpConnector instead.
+// use it; one node per process uses rdma::cm::CmConnector instead.
 //
 //   ClusterOptions o;  o.num_nodes = 3;  o.fabric.kind = FabricKind::kSoft;
 //   auto cluster = Cluster::Create(o);

@@ -108,13 +108,14 @@ absl::Status VerbsQueuePair::Connect(const QpEndpoint& remote) {
   if (st.ok()) {
     a = {};
     a.qp_state = IBV_QPS_RTS;
-    // Local ACK timeout 4.096 us * 2^18 ~ 1.07 s, 7 retries: a dead peer is
-    // reported (kRetryExceeded) after ~8.6 s, inside the Session's 10 s
-    // completion timeout. Shorter is risky on Soft-RoCE under emulation: a
-    // loaded host delays ACKs past a short timeout, and rxe mishandles the
-    // retransmissions (duplicate CAS, fence deadlock: docs/design.md §6.2).
+    // Local ACK timeout 4.096 us * 2^18 ~ 1.07 s, 6 retries: a dead host is
+    // reported (kRetryExceeded) after ~7.5 s, inside the Session's 10 s
+    // completion timeout (7 would mean "retry forever" on rxe). A shorter
+    // timeout is risky on Soft-RoCE under emulation: a loaded host delays
+    // ACKs past it, and rxe mishandles the retransmissions (duplicate CAS,
+    // fence deadlock: docs/design.md §6.2).
     a.timeout = 18;
-    a.retry_cnt = 7;
+    a.retry_cnt = 6;
     a.rnr_retry = 7;
     a.sq_psn = psn_;
     a.max_rd_atomic = static_cast<uint8_t>(std::clamp(dev.max_qp_init_rd_atom, 1, 255));

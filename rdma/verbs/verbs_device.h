@@ -24,8 +24,9 @@
 //    free send-queue slots (ResourceExhausted), as the soft NIC does.
 //  * Completions carry the caller's wr_id, opcode and byte count; a destroyed
 //    QP's leftovers are dropped, a Reset QP's are delivered as flushes.
-//  * A dead peer is reported as kRetryExceeded after ~8.6 s on an RNIC; rxe
-//    never reports it, and the Session's completion timeout fires instead.
+//  * A dead peer host is reported as kRetryExceeded after ~7.5 s (ACK timeout
+//    18, 6 retries), rxe included; a peer process that exits is reported
+//    sooner by rdma_cm (rdma/cm/cm_connector.h).
 //  * Thread safety: Post, Connect and Reset of one QP from one thread at a
 //    time; Poll/Wait of a CQ may run on another (one waiter per CQ in kNotify).
 //    Destroy QPs before their CQ, and everything before the device.

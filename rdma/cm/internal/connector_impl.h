@@ -1,0 +1,96 @@
+#ifndef RDMA_CM_INTERNAL_CONNECTOR_IMPL_H_
+#define RDMA_CM_INTERNAL_CONNECTOR_IMPL_H_
+
+// CmConnector's state (rdma/cm/cm_connector.h). initiator.cc holds the
+// listener, the card exchange and the connecting side; responder.cc the event
+// thread: requests, disconnects and which peers are dead. Internal.
+
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "rdma/bootstrap.h"
+#include "rdma/cm/cm_connector.h"
+#include "rdma/cm/handshake.h"
+#include "rdma/cm/internal/cm_util.h"
+#include "rdma/verbs/verbs_device.h"
+
+namespace rdma::cm {
+
+using internal::Channel;
+
+class CmConnector::Impl {
+ public:
+  Impl(Node& local, verbs::VerbsDevice& dev, const CmConnectorOptions& options)
+      : local_(local), dev_(dev), options_(options) {}
+  ~Impl();
+
+  absl::Status Listen(uint64_t job_hash, int num_nodes);
+  absl::Status Publish(Bootstrap& boot);
+  absl::Status ConnectControl();
+
+  absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator);
+  absl::Status Disconnect(NodeId target, const QpEndpoint& responder);
+  absl::Status PeerStatus(NodeId node) const;
+  absl::StatusOr<ArenaInfo> Arena(NodeId node) const;
+  int num_nodes() const { return static_cast<int>(cards_.size()); }
+  std::string listen_address() const { return absl::StrCat(address_, ":", port_); }
+  size_t responder_connections() const;
+
+ private:
+  // One rdma_cm connection this node is an end of.
+  struct Conn {
+    ConnectionKind kind;
+    NodeId peer;
+    bool active;           // this node connected (else it accepted)
+    uint32_t qp_num;       // kData: the responder QP (ours if passive, theirs if active)
+    bool closing = false;  // this node asked to disconnect
+    // kControl: a QP that is never connected. The CM needs a QP number that
+    // is unique on the device (it refuses a number it sees twice as stale).
+    std::shared_ptr<QueuePair> placeholder;
+  };
+  absl::StatusOr<std::shared_ptr<QueuePair>> NewPlaceholderQp();
+
+  absl::StatusOr<AcceptReply> ConnectId(NodeId target, const ConnectRequest& req,
+                                        std::shared_ptr<QueuePair> placeholder = nullptr);
+  void RunEvents();
+  void OnEvent(rdma_cm_event* ev);
+  void OnRequest(rdma_cm_id* id, absl::string_view data);
+  void MarkDead(NodeId node, const std::string& why);
+  std::string Peer(NodeId n) const {
+    return absl::StrCat("node ", n, " (", cards_[n].address, ":", cards_[n].cm_port, ")");
+  }
+
+  Node& local_;
+  verbs::VerbsDevice& dev_;
+  const CmConnectorOptions options_;
+  uint64_t job_hash_ = 0;
+  uint64_t incarnation_ = NewIncarnation();
+  std::string address_;
+  uint16_t port_ = 0;
+  std::vector<NodeCard> cards_;  // by node id, fixed after Publish
+
+  Channel channel_;  // the listener's and every established connection's events
+  rdma_cm_id* listen_id_ = nullptr;
+  int wake_fd_ = -1;
+  std::thread events_;
+
+  std::mutex placeholder_mu_;
+  std::unique_ptr<CompletionQueue> placeholder_cq_;
+  mutable std::mutex mu_;
+  std::map<rdma_cm_id*, Conn> conns_;
+  std::vector<std::string> dead_why_;
+  std::unique_ptr<std::atomic<bool>[]> dead_;
+};
+
+}  // namespace rdma::cm
+
+#endif  // RDMA_CM_INTERNAL_CONNECTOR_IMPL_H_
