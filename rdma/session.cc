@@ -308,7 +308,7 @@ absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
 absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait) {
   PeerQp& p = qps_[target];
   if (!p.qp) return NotConnectedError(target);
-  if (!p.deferred_error.ok()) return std::exchange(p.deferred_error, absl::OkStatus());
+  if (!p.deferred_error.ok()) return PeerError(target, std::exchange(p.deferred_error, absl::OkStatus()));
   if (wrs.size() > options_.max_send_wr) {
     return absl::InvalidArgumentError(absl::StrCat("chain of ", wrs.size(), " WRs exceeds the send queue (",
                                                    options_.max_send_wr, ")"));
@@ -388,7 +388,14 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
   if (first_error.ok() && !target_qp.deferred_error.ok()) {
     first_error = std::exchange(target_qp.deferred_error, absl::OkStatus());
   }
-  return first_error;
+  return PeerError(target, first_error);
+}
+
+absl::Status Session::PeerError(NodeId target, absl::Status error) const {
+  if (error.ok()) return error;
+  // A dead peer's flushed or retried work says less than the connector does.
+  if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) return alive;
+  return error;
 }
 
 void Session::Account(const Completion& c, NodeId target, absl::Status* target_error) {

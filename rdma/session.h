@@ -216,6 +216,8 @@ class Session {
   // room. Completions of no current QP (an old, reset one) are dropped.
   void Account(const Completion& c, NodeId target, absl::Status* target_error);
   absl::Status NotConnectedError(NodeId node) const;
+  // `error`, or the connector's Unavailable when `target` is known dead.
+  absl::Status PeerError(NodeId target, absl::Status error) const;
   void ReleaseResponder(NodeId node);
 
   struct PeerQp {

@@ -105,26 +105,14 @@ absl::Status RunBody(const NodeBody& body, Node& node, Connector& peers, Bootstr
 
 // This process's node of a job the environment describes.
 void RunOnePerProcess(const NodeBody& body) {
-  BootstrapOptions bo;
-  bo.timeout = std::chrono::seconds(180);  // another guest may still be booting
-  auto boot = Bootstrap::FromEnvironment(bo);
-  ASSERT_TRUE(boot.ok()) << boot.status();
-  const int rank = (*boot)->rank();
-  FabricOptions fo;
-  fo.kind = FabricKind::kVerbs;
-  auto fabric = OpenFabric(fo);
-  ASSERT_TRUE(fabric.ok()) << fabric.status();
-  auto dev = (*fabric)->OpenDevice(static_cast<NodeId>(rank));
-  ASSERT_TRUE(dev.ok()) << dev.status();
-  auto node = Node::Create(static_cast<NodeId>(rank), std::move(*dev), SmallNode());
-  ASSERT_TRUE(node.ok()) << node.status();
-  auto peers = cm::CmConnector::Create(**node, **boot);
-  ASSERT_TRUE(peers.ok()) << peers.status();
+  auto pn = OpenProcessNode();
+  ASSERT_TRUE(pn.ok()) << pn.status();
+  const int rank = pn->boot->rank();
   const auto t0 = std::chrono::steady_clock::now();
-  absl::Status st = RunBody(body, **node, **peers, **boot);
+  absl::Status st = RunBody(body, *pn->node, *pn->peers, *pn->boot);
   EXPECT_TRUE(st.ok()) << "node " << rank << ": " << st;
   std::printf("node %d (%s bootstrap, listening on %s) finished in %.2f s\n", rank,
-              std::string((*boot)->kind()).c_str(), (*peers)->listen_address().c_str(),
+              std::string(pn->boot->kind()).c_str(), pn->peers->listen_address().c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
@@ -162,6 +150,23 @@ void RunAllInProcess(const NodeBody& body, int n) {
 }
 
 }  // namespace
+
+absl::StatusOr<ProcessNode> OpenProcessNode(size_t arena_bytes) {
+  ProcessNode pn;
+  BootstrapOptions bo;
+  bo.timeout = std::chrono::seconds(180);
+  ASSIGN_OR_RETURN(pn.boot, Bootstrap::FromEnvironment(bo));
+  const NodeId rank = static_cast<NodeId>(pn.boot->rank());
+  FabricOptions fo;
+  fo.kind = FabricKind::kVerbs;
+  ASSIGN_OR_RETURN(pn.fabric, OpenFabric(fo));
+  ASSIGN_OR_RETURN(auto dev, pn.fabric->OpenDevice(rank));
+  NodeOptions no;
+  no.arena_bytes = arena_bytes;
+  ASSIGN_OR_RETURN(pn.node, Node::Create(rank, std::move(dev), no));
+  ASSIGN_OR_RETURN(pn.peers, cm::CmConnector::Create(*pn.node, *pn.boot));
+  return pn;
+}
 
 bool OneNodePerProcess() {
   return std::getenv("PMIX_NAMESPACE") != nullptr || std::getenv("RDMADS_NODE_ID") != nullptr;

@@ -26,11 +26,16 @@
 // no node tears down while another still works; setup failures are gtest
 // failures too. Call it as the last statement of a TEST.
 
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "rdma/bootstrap.h"
+#include "rdma/cm/cm_connector.h"
+#include "rdma/fabric.h"
 #include "rdma/node.h"
 
 namespace rdma::testing {
@@ -42,6 +47,17 @@ void RunNodes(const NodeBody& body, int in_process_nodes = 2);
 
 // True when the environment asks for one node per process.
 bool OneNodePerProcess();
+
+// This process's node of a job the environment describes: the bootstrap
+// (180 s timeout: another guest may still be booting), the verbs fabric,
+// Node(rank) and its CmConnector. Members are destroyed in the right order.
+struct ProcessNode {
+  std::unique_ptr<Bootstrap> boot;
+  std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<Node> node;
+  std::unique_ptr<cm::CmConnector> peers;
+};
+absl::StatusOr<ProcessNode> OpenProcessNode(size_t arena_bytes = size_t{4} << 20);
 
 }  // namespace rdma::testing
 

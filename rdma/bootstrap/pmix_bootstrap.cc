@@ -3,6 +3,7 @@
 #include <pmix.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -29,7 +30,7 @@ int TimeoutSeconds(std::chrono::milliseconds t) {
 class PmixBootstrap final : public Bootstrap {
  public:
   PmixBootstrap(const pmix_proc_t& self, int size, const BootstrapOptions& options)
-      : self_(self), size_(size), job_(self.nspace), options_(options) {}
+      : self_(self), size_(size), job_(self.nspace), options_(options), instance_(instances_.fetch_add(1)) {}
   ~PmixBootstrap() override { PMIx_Finalize(nullptr, 0); }
 
   int rank() const override { return static_cast<int>(self_.rank); }
@@ -94,7 +95,9 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   absl::StatusOr<std::vector<std::string>> Gather(absl::string_view blob) {
-    const std::string key = absl::StrCat("rdmads.bootstrap.", round_);
+    // Keys are never reused: a later Bootstrap in the same process (ranks
+    // create theirs in the same order) must not read an earlier one's values.
+    const std::string key = absl::StrCat("rdmads.bootstrap.", instance_, ".", round_);
     // One leading byte, so an empty blob is still a non-empty byte object.
     std::string payload = absl::StrCat("b", blob);
     pmix_byte_object_t bo;
@@ -140,8 +143,10 @@ class PmixBootstrap final : public Bootstrap {
   int size_;
   std::string job_;
   BootstrapOptions options_;
+  const uint64_t instance_;
   uint64_t round_ = 0;
   absl::Status failed_;
+  static inline std::atomic<uint64_t> instances_{0};
 };
 
 }  // namespace

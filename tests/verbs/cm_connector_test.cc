@@ -150,25 +150,11 @@ absl::Status SurviveAKill(Node& node, cm::CmConnector& peers, Bootstrap& boot) {
 
 TEST(CmConnector, KilledPeerIsUnavailableWithinASecond) {
   if (!rdma::testing::OneNodePerProcess()) GTEST_SKIP() << "needs one node per process (mpirun -np 3)";
-  BootstrapOptions bo;
-  bo.timeout = std::chrono::seconds(120);
-  auto boot = Bootstrap::FromEnvironment(bo);
-  ASSERT_TRUE(boot.ok()) << boot.status();
-  if ((*boot)->size() < 3) GTEST_SKIP() << "needs 3 or more nodes (the victim and two survivors)";
-  FabricOptions fo;
-  fo.kind = FabricKind::kVerbs;
-  auto fabric = OpenFabric(fo);
-  ASSERT_TRUE(fabric.ok()) << fabric.status();
-  auto dev = (*fabric)->OpenDevice(static_cast<NodeId>((*boot)->rank()));
-  ASSERT_TRUE(dev.ok()) << dev.status();
-  NodeOptions no;
-  no.arena_bytes = 1 << 20;
-  auto node = Node::Create(static_cast<NodeId>((*boot)->rank()), std::move(*dev), no);
-  ASSERT_TRUE(node.ok()) << node.status();
-  auto peers = cm::CmConnector::Create(**node, **boot);
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  absl::Status st = SurviveAKill(**node, **peers, **boot);
-  EXPECT_TRUE(st.ok()) << "node " << (*boot)->rank() << ": " << st;
+  auto pn = rdma::testing::OpenProcessNode(1 << 20);
+  ASSERT_TRUE(pn.ok()) << pn.status();
+  if (pn->boot->size() < 3) GTEST_SKIP() << "needs 3 or more nodes (the victim and two survivors)";
+  absl::Status st = SurviveAKill(*pn->node, *pn->peers, *pn->boot);
+  EXPECT_TRUE(st.ok()) << "node " << pn->boot->rank() << ": " << st;
 }
 
 }  // namespace

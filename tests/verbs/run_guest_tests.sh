@@ -55,6 +55,7 @@ GUEST_TESTS=(
 # One guest, several processes: label@npN runs under `mpirun -np N`.
 MPI_TESTS=(
   //tests/verbs:cm_connector_test@np3
+  //tests/structures:multi_process_test@np3
   //tests/verbs:two_node_test@np2
   //tests/structures:hash_map_two_node_test@np2
   //tests/structures:queue_two_node_test@np2
