@@ -130,6 +130,13 @@ class Connector {
     (void)node;
     return absl::OkStatus();
   }
+  // A session's QP to `node` ran out of retries (`why`): its host stopped
+  // answering. A connector that tracks liveness marks it dead, so every
+  // session learns it at once. The default ignores it.
+  virtual void ReportUnreachable(NodeId node, const absl::Status& why) {
+    (void)node;
+    (void)why;
+  }
 };
 
 }  // namespace rdma

@@ -404,6 +404,7 @@ void Session::Account(const Completion& c, NodeId target, absl::Status* target_e
     if (!p.qp || p.qp->qp_num() != c.qp_num) continue;
     if (c.status != CompletionStatus::kSuccess) {
       absl::Status err = CompletionToStatus(c);
+      if (c.status == CompletionStatus::kRetryExceeded) peers_.ReportUnreachable(static_cast<NodeId>(node), err);
       if (node == target && target_error != nullptr) {
         if (target_error->ok()) *target_error = err;
       } else if (p.deferred_error.ok()) {

@@ -41,6 +41,7 @@ absl::Status CmConnector::Disconnect(NodeId target, const QpEndpoint& responder)
   return impl_->Disconnect(target, responder);
 }
 absl::Status CmConnector::PeerStatus(NodeId node) const { return impl_->PeerStatus(node); }
+void CmConnector::ReportUnreachable(NodeId node, const absl::Status& why) { impl_->ReportUnreachable(node, why); }
 std::string CmConnector::listen_address() const { return impl_->listen_address(); }
 size_t CmConnector::responder_connections() const { return impl_->responder_connections(); }
 

@@ -27,7 +27,9 @@
 //  * Failure detection: a control connection's DISCONNECTED means that peer
 //    process is gone; PeerStatus(node) is then Unavailable naming it, and
 //    Sessions waiting on that node return it within SessionOptions'
-//    liveness_check (docs/design.md §5 gives the bounds, host death included).
+//    liveness_check. A host that dies sends no CM event: the first QP to run
+//    out of retries (~7.5 s) reports it (ReportUnreachable), with the same
+//    effect (docs/design.md §5 gives the bounds).
 //    A restarted peer is another incarnation and is refused, never silently
 //    connected to.
 //
@@ -68,6 +70,7 @@ class CmConnector final : public Connector {
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const override;
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
   absl::Status PeerStatus(NodeId node) const override;
+  void ReportUnreachable(NodeId node, const absl::Status& why) override;
 
   // Where this node's listener is bound ("10.0.2.15:43211").
   std::string listen_address() const;

@@ -42,6 +42,12 @@ size_t CmConnector::Impl::responder_connections() const {
   return n;
 }
 
+void CmConnector::Impl::ReportUnreachable(NodeId node, const absl::Status& why) {
+  if (node >= num_nodes() || node == local_.id()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  MarkDead(node, absl::StrCat("its host stopped answering (", why.message(), ")"));
+}
+
 void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
   // mu_ held.
   if (dead_[node].load(std::memory_order_relaxed)) return;

@@ -11,7 +11,9 @@
 #   3. runs every binary of TWO_GUEST_TESTS in ONE two-guest boot, one node
 #      per guest, started with the peer list (guest_exec.sh sets
 #      RDMADS_NODE_ID and RDMADS_PEERS from the guests' addresses),
-#   4. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if
+#   4. runs tests/verbs/host_death_test.sh (two more guests; one powers
+#      itself off mid-run and the other must see the error within its bound),
+#   5. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if
 #      everything passed.
 # Before the boots it runs `tools/rxe_vm/selftest.sh --quick` (~50 s), so the
 # runner's own contract (exit codes, timeout -> 124 with nothing left behind,
@@ -101,7 +103,8 @@ secs_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; 
 # Extra flags for both the build and `bazel info` (e.g. RDMADS_BAZEL_FLAGS=--config=asan).
 read -r -a BAZEL_FLAGS <<<"${RDMADS_BAZEL_FLAGS:-}"
 if [ $BUILD = 1 ]; then
-  mapfile -t TARGETS < <(printf '%s\n' "${GUEST_TESTS[@]}" "${MPI_TESTS[@]%@np*}" "${TWO_GUEST_TESTS[@]}" | sort -u)
+  mapfile -t TARGETS < <(printf '%s\n' "${GUEST_TESTS[@]}" "${MPI_TESTS[@]%@np*}" "${TWO_GUEST_TESTS[@]}" \
+                           //tests/verbs:host_death_test | sort -u)
   echo "== building ${#TARGETS[@]} targets on the host${RDMADS_BAZEL_FLAGS:+ ($RDMADS_BAZEL_FLAGS)}"
   bazel build "${BAZEL_FLAGS[@]}" "${TARGETS[@]}" || { echo "run_guest_tests.sh: build failed" >&2; exit 1; }
 fi
@@ -232,6 +235,25 @@ if [ $SELFTEST = 1 ]; then
 fi
 [ $SINGLE = 1 ] && [ ${#GUEST_TESTS[@]} -gt 0 ] && run_guest single "${GUEST_TESTS[@]}" "${MPI_TESTS[@]}"
 [ $TWO = 1 ] && [ ${#TWO_GUEST_TESTS[@]} -gt 0 ] && run_guest two "${TWO_GUEST_TESTS[@]}"
+# A host that dies: its own two-guest boot, since one guest powers off.
+if [ $TWO = 1 ]; then
+  left=$(left_s)
+  if [ "$left" -lt $MIN_BOOT_S ]; then
+    OVER=1
+    FAILED=$((FAILED + 1))
+    SUMMARY+=("$(printf 'FAIL %-36s %-8s not run: guest deadline (%s s) exhausted' tests.verbs.host_death_test two "$DEADLINE_S")")
+  else
+    echo "== host death: two-guest boot (${left} s left of the guest deadline)"
+    t0=$(date +%s.%N)
+    hd_log=$(mktemp)
+    HOST_DEATH_TIMEOUT=$left run_child "$hd_log" as_is "$ROOT/tests/verbs/host_death_test.sh" --no-build
+    rc=$?
+    line=$(grep -o 'host_death_test.sh: PASS.*' "$hd_log" | head -1)
+    rm -f "$hd_log"
+    if [ "$rc" = 0 ]; then PASSED=$((PASSED + 1)); v=PASS; else FAILED=$((FAILED + 1)); v=FAIL; fi
+    SUMMARY+=("$(printf '%-4s %-36s %-8s %17s  %6.1f s  %s' $v tests.verbs.host_death_test two "" "$(secs_since "$t0")" "${line#host_death_test.sh: }")")
+  fi
+fi
 rm -f "$LOG"
 GUEST_TOTAL=$(secs_since "$G0")
 if [ "$(left_s)" -lt 0 ] || [ $OVER = 1 ]; then

@@ -40,6 +40,7 @@ class CmConnector::Impl {
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator);
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder);
   absl::Status PeerStatus(NodeId node) const;
+  void ReportUnreachable(NodeId node, const absl::Status& why);
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const;
   int num_nodes() const { return static_cast<int>(cards_.size()); }
   std::string listen_address() const { return absl::StrCat(address_, ":", port_); }
