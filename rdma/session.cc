@@ -178,8 +178,9 @@ void Session::ReleaseResponder(NodeId node) {
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& peers,
                                                          const SessionOptions& options) {
   if (self.is_shut_down()) return absl::UnavailableError(absl::StrCat("node ", self.id(), " is shut down"));
-  if (options.scratch_bytes < 64 || options.max_send_wr == 0) {
-    return absl::InvalidArgumentError("SessionOptions: scratch_bytes >= 64 and max_send_wr > 0 required");
+  if (options.scratch_bytes < 64 || options.max_send_wr == 0 || options.liveness_check <= std::chrono::nanoseconds::zero()) {
+    return absl::InvalidArgumentError(
+        "SessionOptions: scratch_bytes >= 64, max_send_wr > 0 and liveness_check > 0 required");
   }
   std::unique_ptr<Session> s(new Session(self, peers, options));
   s->max_inline_ = std::min(self.device().caps().max_inline_data, QpOptions{}.max_inline_data);

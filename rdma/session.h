@@ -17,7 +17,9 @@
 //  * Errors are absl::Status, never hangs: every completion wait has a
 //    deadline (SessionOptions::completion_timeout). After a failed WR or a
 //    timeout the QP to that node is in error, and operations to that node
-//    fail with FailedPrecondition until Reconnect.
+//    fail with FailedPrecondition until Reconnect. A peer the Connector
+//    knows is dead (Connector::PeerStatus) gives its Unavailable instead,
+//    within SessionOptions::liveness_check of the connector learning it.
 //  * Order: all of a session's WRs to one node go on one RC QP and execute in
 //    posting order; WRs to different nodes are unordered. Words of one
 //    READ/WRITE land in no fixed order (docs/design.md §3).

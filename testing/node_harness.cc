@@ -27,11 +27,14 @@ NodeOptions SmallNode() {
 }
 
 // The collectives of several threads of one process, one rank per thread.
+// Every wait is bounded; once a rank's body failed (Abort), every wait ends
+// at once with Aborted, so the other ranks report instead of hanging.
 class SharedRound {
  public:
   explicit SharedRound(int size) : size_(size), blobs_(size) {}
-  std::vector<std::string> Exchange(int rank, absl::string_view blob) {
+  absl::StatusOr<std::vector<std::string>> Exchange(int rank, absl::string_view blob) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!aborted_.ok()) return aborted_;
     const uint64_t round = round_;
     blobs_[rank] = std::string(blob);
     if (++arrived_ == size_) {
@@ -39,10 +42,19 @@ class SharedRound {
       arrived_ = 0;
       ++round_;
       cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return round_ != round; });
+      return result_;
     }
+    if (!cv_.wait_for(lock, std::chrono::seconds(180), [&] { return round_ != round || !aborted_.ok(); })) {
+      return absl::DeadlineExceededError(absl::StrCat("rank ", rank, ": the other ranks did not reach collective ",
+                                                      round, " within 180 s"));
+    }
+    if (round_ == round) return aborted_;
     return result_;
+  }
+  void Abort(int rank) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.ok()) aborted_ = absl::AbortedError(absl::StrCat("node ", rank, "'s body failed"));
+    cv_.notify_all();
   }
 
  private:
@@ -52,6 +64,7 @@ class SharedRound {
   std::vector<std::string> blobs_, result_;
   int arrived_ = 0;
   uint64_t round_ = 0;
+  absl::Status aborted_;
 };
 
 class ThreadBootstrap final : public Bootstrap {
@@ -64,10 +77,7 @@ class ThreadBootstrap final : public Bootstrap {
   absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view blob) override {
     return round_.Exchange(rank_, blob);
   }
-  absl::Status Barrier() override {
-    round_.Exchange(rank_, "");
-    return absl::OkStatus();
-  }
+  absl::Status Barrier() override { return round_.Exchange(rank_, "").status(); }
   [[noreturn]] void Abort(int exit_code, absl::string_view reason) override {
     std::fprintf(stderr, "rank %d aborts: %.*s\n", rank_, static_cast<int>(reason.size()), reason.data());
     std::exit(exit_code);
@@ -96,11 +106,14 @@ class InProcessConnector final : public Connector {
   const std::vector<std::unique_ptr<Node>>& nodes_;
 };
 
+// The body, then (if it succeeded) one more barrier, so no node tears down
+// while another still works. A failed body skips it: its peers' next
+// collective fails instead of pairing with the wrong one.
 absl::Status RunBody(const NodeBody& body, Node& node, Connector& peers, Bootstrap& boot) {
   std::string where = "body";
   absl::Status st = util::Annotate(body(node, peers, boot, where), where);
-  absl::Status end = boot.Barrier();  // nobody tears down while another still works
-  return st.ok() ? util::Annotate(end, "final barrier") : st;
+  if (!st.ok()) return st;
+  return util::Annotate(boot.Barrier(), "final barrier");
 }
 
 // This process's node of a job the environment describes.
@@ -141,10 +154,12 @@ void RunAllInProcess(const NodeBody& body, int n) {
     threads.emplace_back([&, id] {
       ThreadBootstrap boot(round, id, n);
       results[id] = RunBody(body, *nodes[id], peers, boot);
+      if (!results[id].ok()) round.Abort(id);
     });
   }
   ThreadBootstrap boot0(round, 0, n);
   results[0] = RunBody(body, *nodes[0], peers, boot0);
+  if (!results[0].ok()) round.Abort(0);
   for (auto& t : threads) t.join();
   for (int id = 0; id < n; ++id) EXPECT_TRUE(results[id].ok()) << "node " << id << ": " << results[id];
 }

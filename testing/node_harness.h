@@ -22,9 +22,11 @@
 //
 // Contract: the body runs once per node, concurrently in the one-process
 // mode. A failing body's status is a gtest failure prefixed by `where` (the
-// phase it was in). After the body the harness waits at one more barrier, so
-// no node tears down while another still works; setup failures are gtest
-// failures too. Call it as the last statement of a TEST.
+// phase it was in). After a body that succeeded the harness waits at one more
+// barrier, so no node tears down while another still works; in one process a
+// failed body ends the other nodes' collectives with Aborted (every wait is
+// bounded by 180 s). Setup failures are gtest failures too. Call it as the
+// last statement of a TEST.
 
 #include <cstddef>
 #include <functional>

@@ -72,14 +72,13 @@ class CmConnector final : public Connector {
   absl::Status PeerStatus(NodeId node) const override;
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
 
-  // Where this node's listener is bound ("10.0.2.15:43211").
+  // Diagnostics: where this node's listener is bound ("10.0.2.15:43211"),
+  // and how many responder QPs it holds for other nodes' sessions.
   std::string listen_address() const;
-  // Responder QPs this node holds for other nodes' sessions.
   size_t responder_connections() const;
 
-  class Impl;
-
  private:
+  class Impl;
   explicit CmConnector(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

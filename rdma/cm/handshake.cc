@@ -249,6 +249,12 @@ std::string EncodeReject(const absl::Status& why) {
   return w.Take();
 }
 
+bool IsOurReject(absl::string_view bytes) {
+  Reader r(bytes);
+  uint16_t code = 0;
+  return GetHeader(r, kTagReject, "a reject").ok() && r.Get(code) && code != 0 && code <= 16;
+}
+
 absl::Status DecodeReject(absl::string_view bytes, absl::string_view peer) {
   Reader r(bytes);
   uint16_t code = 0;

@@ -109,6 +109,8 @@ std::string EncodeReject(const absl::Status& why);
 // The refusal as the responder stated it, or Unavailable when the bytes are
 // not ours (a reject by the kernel: nobody listening, or a timeout).
 absl::Status DecodeReject(absl::string_view bytes, absl::string_view peer);
+// Whether `bytes` are a reject this protocol wrote (else the CM's own).
+bool IsOurReject(absl::string_view bytes);
 
 }  // namespace rdma::cm
 

@@ -196,6 +196,9 @@ absl::StatusOr<AcceptReply> CmConnector::Impl::ConnectId(NodeId target, const Co
                                              " but the CM's answer QP ", attr.dest_qp_num));
     }
   }
+  // External-QP mode wants the initiator's QP at RTR/RTS before this RTU;
+  // the session moves it there right after Connect returns. That order is
+  // safe because the responder never sends first: its QP only answers.
   if (rdma_establish(id) != 0 && bad.ok()) bad = absl::UnavailableError(absl::StrCat(peer, ": ", Errno("rdma_establish")));
   if (!bad.ok()) {
     rdma_disconnect(id);  // the responder frees what it set up

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/cleanup/cleanup.h"
@@ -38,7 +39,7 @@ absl::StatusOr<ArenaInfo> CmConnector::Impl::Arena(NodeId node) const {
 size_t CmConnector::Impl::responder_connections() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
-  for (const auto& [id, c] : conns_) n += !c.active && c.kind == ConnectionKind::kData;
+  for (const auto& [id, c] : conns_) n += !c.active && c.kind == ConnectionKind::kData && c.qp_num != 0;
   return n;
 }
 
@@ -53,12 +54,34 @@ void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
   if (dead_[node].load(std::memory_order_relaxed)) return;
   dead_why_[node] = absl::StrCat(Peer(node), " is gone: ", why);
   dead_[node].store(true, std::memory_order_release);
+  // Nothing of the peer's may reach this node's arena any more, even if it
+  // is only slow: its responder QPs go now, and every connection with it is
+  // closed (the event thread frees the ids on DISCONNECTED, which for a dead
+  // host comes when the CM gives up on its disconnect).
+  for (auto& [id, c] : conns_) {
+    if (c.peer != node || c.closing) continue;
+    if (!c.active && c.kind == ConnectionKind::kData && c.qp_num != 0) {
+      (void)local_.ReleaseConnection(c.qp_num);
+      c.qp_num = 0;
+    }
+    c.closing = true;
+    rdma_disconnect(id);
+  }
 }
 
 void CmConnector::Impl::RunEvents() {
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   for (;;) {
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) {
+      // Without this thread nothing is accepted and no death is seen: say so
+      // through every peer's status rather than go quiet.
+      const std::string why = Errno("poll on the rdma_cm event channel");
+      std::fprintf(stderr, "rdmads: node %d: %s; the connector stops\n", static_cast<int>(local_.id()), why.c_str());
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int n = 0; n < num_nodes(); ++n)
+        if (n != local_.id()) MarkDead(static_cast<NodeId>(n), absl::StrCat("this node's connector failed: ", why));
+      return;
+    }
     if (fds[1].revents != 0) return;
     rdma_cm_event* ev = nullptr;
     while (rdma_get_cm_event(channel_.get(), &ev) == 0) OnEvent(ev);
@@ -100,7 +123,7 @@ void CmConnector::Impl::OnEvent(rdma_cm_event* ev) {
                                     " connection (its process ended or its host is unreachable)"));
     }
   }
-  if (!c.active && c.kind == ConnectionKind::kData) (void)local_.ReleaseConnection(c.qp_num);
+  if (!c.active && c.kind == ConnectionKind::kData && c.qp_num != 0) (void)local_.ReleaseConnection(c.qp_num);
   rdma_destroy_id(id);
 }
 
@@ -116,7 +139,6 @@ void CmConnector::Impl::OnRequest(rdma_cm_id* id, absl::string_view data) {
   me.self = local_.id();
   me.job_hash = job_hash_;
   me.incarnation = incarnation_;
-  me.num_nodes = num_nodes();
   // A request can arrive before this node has every card (a lower rank is
   // ahead in its bootstrap); cards_ is set under mu_.
   {
@@ -198,7 +220,7 @@ CmConnector::Impl::~Impl() {
     events_.join();
   }
   for (auto& [id, c] : conns_) {
-    if (!c.active && c.kind == ConnectionKind::kData) (void)local_.ReleaseConnection(c.qp_num);
+    if (!c.active && c.kind == ConnectionKind::kData && c.qp_num != 0) (void)local_.ReleaseConnection(c.qp_num);
     rdma_destroy_id(id);
   }
   conns_.clear();

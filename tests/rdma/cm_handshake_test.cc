@@ -152,6 +152,8 @@ TEST(CmHandshake, RejectCarriesTheReasonAndFits) {
   EXPECT_TRUE(absl::IsFailedPrecondition(back));
   EXPECT_NE(back.message().find("node 2 (10.0.0.3:1) refused"), std::string::npos);
   // A reject without our bytes (nothing listening there) is Unavailable.
+  EXPECT_TRUE(IsOurReject(wire));
+  EXPECT_FALSE(IsOurReject(std::string(148, '\0')));  // the CM's own reject: zeros
   absl::Status kernel = DecodeReject("", "node 2");
   EXPECT_TRUE(absl::IsUnavailable(kernel));
   EXPECT_NE(kernel.message().find("nothing listens"), std::string::npos);

@@ -54,7 +54,7 @@ absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap&
   rdma::Node* const local[] = {&node};
   auto map = HashMap<uint64_t>::Create(conn, local, o);
   RETURN_IF_ERROR(map.status());
-  RETURN_IF_ERROR(boot.Barrier());  // both parts exist, both servers up
+  RETURN_IF_ERROR(boot.Barrier());  // both parts exist, every node is up
   auto session = rdma::Session::Create(node, conn);
   RETURN_IF_ERROR(session.status());
   auto client_or = map->NewClient(node, session->get());

@@ -212,19 +212,26 @@ absl::Status SurviveAKill(rdma::Node& node, rdma::Connector& peers, rdma::Bootst
     REQUIRE(in, "ring ", ring, " full");
   }
   // No bootstrap collective can include the dead rank: the survivors meet in
-  // the hash map, on a key homed on a survivor.
-  uint64_t meet = 1ull << 50;
-  while (parts.map.HomeOf(meet) == victim) ++meet;
-  RETURN_IF_ERROR(map->Put(meet + me, 1).status());
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  for (NodeId other = 0; other < victim; ++other) {
-    for (;;) {
-      ASSIGN_OR_RETURN(auto v, map->Get(meet + other));
-      if (v.has_value()) break;
-      REQUIRE(Clock::now() < deadline, "node ", other, " never arrived");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // the hash map, on keys homed on node 0, which leaves last.
+  auto on_node0 = [&](uint64_t from) {
+    while (parts.map.HomeOf(from) != 0) ++from;
+    return from;
+  };
+  auto wait_for_all = [&](uint64_t base) -> absl::Status {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (NodeId other = 0; other < victim; ++other) {
+      for (;;) {
+        ASSIGN_OR_RETURN(auto v, map->Get(on_node0(base + 1000 * other)));
+        if (v.has_value()) break;
+        REQUIRE(Clock::now() < deadline, "node ", other, " never arrived at ", base);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
-  }
+    return absl::OkStatus();
+  };
+  const uint64_t arrived = 1ull << 50, done = 1ull << 51;
+  RETURN_IF_ERROR(map->Put(on_node0(arrived + 1000 * me), 1).status());
+  RETURN_IF_ERROR(wait_for_all(arrived));  // every survivor's enqueues are in
   // Each survivor dequeues what the others put in its ring.
   int mine = 0;
   for (;;) {
@@ -233,7 +240,10 @@ absl::Status SurviveAKill(rdma::Node& node, rdma::Connector& peers, rdma::Bootst
     ++mine;
   }
   REQUIRE(mine == victim, "ring ", me, " gave ", mine, " values, expected ", static_cast<int>(victim));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others may still read this node's part
+  RETURN_IF_ERROR(map->Put(on_node0(done + 1000 * me), 1).status());
+  // Nobody touches another survivor's part after its "done"; node 0's part
+  // holds the keys, so node 0 stays until every survivor is done.
+  if (me == 0) RETURN_IF_ERROR(wait_for_all(done));
   return absl::OkStatus();
 }
 

@@ -51,7 +51,7 @@ absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap&
   o.capacity = 256;  // holds both nodes' values
   rdma::Node* const local[] = {&node};
   ASSIGN_OR_RETURN(auto q, Queue<uint64_t>::Create(conn, local, o));
-  RETURN_IF_ERROR(boot.Barrier());  // both rings exist, both servers up
+  RETURN_IF_ERROR(boot.Barrier());  // both rings exist, every node is up
   ASSIGN_OR_RETURN(auto session, rdma::Session::Create(node, conn));
   ASSIGN_OR_RETURN(auto client, q.NewClient(node, session.get()));
 

@@ -1,7 +1,7 @@
 // rdma_cm between processes (rdma/cm/cm_connector.h). Run one node per
-// process: `mpirun -np 3` in one Soft-RoCE guest, or the peer list in two
-// guests (tests/verbs/run_guest_tests.sh). In one process the nodes use the
-// in-process connector and only the harness is checked.
+// process: `mpirun -np 3` in one Soft-RoCE guest (tests/verbs/run_guest_tests.sh).
+// In one process the nodes use the in-process connector and only the harness
+// is checked.
 //
 //  * EverySessionReachesEveryNode: every node's session does a NIC FAA on a
 //    counter in every node's arena; each counter ends at the node count.
@@ -88,7 +88,8 @@ TEST(CmConnector, EverySessionReachesEveryNode) { rdma::testing::RunNodes(ReachE
 absl::Status SurviveAKill(Node& node, cm::CmConnector& peers, Bootstrap& boot) {
   const int victim = boot.size() - 1;
   ASSIGN_OR_RETURN(RemotePtr mine, node.Allocate(64));
-  const uint64_t offset = node.OffsetOf(mine);
+  ASSIGN_OR_RETURN(RemotePtr done, node.Allocate(64));
+  const uint64_t offset = node.OffsetOf(mine), done_offset = node.OffsetOf(done);
   ASSIGN_OR_RETURN(auto session, Session::Create(node, peers));
   RETURN_IF_ERROR(boot.Barrier());  // every session is up
   if (boot.rank() == victim) {
@@ -133,18 +134,21 @@ absl::Status SurviveAKill(Node& node, cm::CmConnector& peers, Bootstrap& boot) {
     return absl::InternalError(absl::StrCat("a new session's operation on the dead node gave ", dead.ToString()));
   }
   // No bootstrap collective can include the dead rank: the survivors meet on
-  // node 0's counter instead (each added 2 to every survivor's counter).
+  // node 0's counters (each added 2 to every survivor's), and node 0, whose
+  // words they read, leaves last.
   ASSIGN_OR_RETURN(ArenaInfo a0, peers.Arena(0));
-  const uint64_t all = 2 * static_cast<uint64_t>(victim);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    ASSIGN_OR_RETURN(uint64_t v, session->Read64(CounterOn(a0, offset)));
-    if (v == all) break;
-    if (Clock::now() > deadline) return absl::DeadlineExceededError(absl::StrCat("node 0's counter stuck at ", v));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  // Keep this node's arena up until every survivor has read node 0's counter.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto wait_until = [&](RemotePtr word, uint64_t want) -> absl::Status {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      ASSIGN_OR_RETURN(uint64_t v, session->Read64(word));
+      if (v == want) return absl::OkStatus();
+      if (Clock::now() > deadline) return absl::DeadlineExceededError(absl::StrCat("node 0's word stuck at ", v));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  RETURN_IF_ERROR(wait_until(CounterOn(a0, offset), 2 * static_cast<uint64_t>(victim)));
+  RETURN_IF_ERROR(session->FetchAndAdd(CounterOn(a0, done_offset), 1).status());
+  if (node.id() == 0) RETURN_IF_ERROR(wait_until(CounterOn(a0, done_offset), static_cast<uint64_t>(victim)));
   return absl::OkStatus();
 }
 

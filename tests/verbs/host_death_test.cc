@@ -4,7 +4,8 @@
 // READing node 1's arena. Node 0's next operation must fail with Unavailable
 // naming node 1 within kBound of its last success (the QP's 6 retries of
 // ~1.07 s, docs/design.md §5 "Connecting"); after that every operation on
-// node 1 fails at once, and node 0's own part keeps working.
+// node 1 fails at once, node 1's responder QP on node 0 is gone, and node 0's
+// own part keeps working.
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rdma/cm/cm_connector.h"
 #include "rdma/session.h"
 #include "testing/node_harness.h"
 #include "util/status_macros.h"
@@ -71,6 +73,10 @@ absl::Status Survive(Node& node, Connector& peers, Bootstrap& boot) {
                                             again_s, " s"));
   }
   if (peers.PeerStatus(1).ok()) return absl::InternalError("the connector still thinks node 1 is alive");
+  // Node 1's session can no longer reach this node's arena: its responder QP is gone.
+  if (auto* cm = dynamic_cast<cm::CmConnector*>(&peers); cm == nullptr || cm->responder_connections() != 0) {
+    return absl::InternalError("node 1's responder QP on node 0 outlived its death");
+  }
   RETURN_IF_ERROR(session->FetchAndAdd(word, 1).status());  // node 0's own part keeps working
   return absl::OkStatus();
 }

@@ -67,7 +67,7 @@ absl::Status RunNodeAt(Node& node, Connector& conn, Bootstrap& boot, std::string
   ASSIGN_OR_RETURN(auto counter, node.Allocate(64));
   const uint64_t block_off = node.OffsetOf(block);
   const uint64_t counter_off = node.OffsetOf(counter);
-  RETURN_IF_ERROR(boot.Barrier());  // both arenas ready, both servers up
+  RETURN_IF_ERROR(boot.Barrier());  // both arenas ready, every node is up
 
   ASSIGN_OR_RETURN(auto session, Session::Create(node, conn));
   Session& s = *session;

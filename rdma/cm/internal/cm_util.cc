@@ -77,7 +77,8 @@ absl::StatusOr<rdma_cm_event*> Await(rdma_event_channel* ch, rdma_cm_event_type 
       err = DecodeReject(absl::string_view(static_cast<const char*>(ev->param.conn.private_data),
                                            ev->param.conn.private_data_len),
                          peer);
-      if (absl::IsUnavailable(err)) {  // not our reject: say the CM's reason
+      if (!IsOurReject(absl::string_view(static_cast<const char*>(ev->param.conn.private_data),
+                                         ev->param.conn.private_data_len))) {  // the CM's own: say its reason
         err = absl::UnavailableError(absl::StrCat(err.message(), " [", step, ": reject reason ", ev->status, "]"));
       }
     } else {
