@@ -9,7 +9,7 @@
 // The hook is a compile-time test seam and nothing more: `before_uncount`
 // runs just before each CAS by which a waiter un-counts itself, so that a
 // test can make the holder leave between the waiter's last look at the gate
-// word and that CAS (tests/locks/lock_checks_test.cc). The gate's empty
+// word and that CAS (tests/locks/native_gate_checks_test.cc). The gate's empty
 // lambda compiles to the same code as no hook.
 
 #include <atomic>
