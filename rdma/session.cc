@@ -329,10 +329,7 @@ absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait
   }
   wrs.back().signaled = true;
   const uint64_t last = wrs.back().wr_id;
-  if (absl::Status s = p.qp->Post(wrs); !s.ok()) {  // nothing posted, nothing counted
-    if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) return alive;  // why the QP is down
-    return s;
-  }
+  if (absl::Status s = p.qp->Post(wrs); !s.ok()) return PeerError(target, s);  // nothing posted, nothing counted
   if (fenced) p.fenced_rd_atomic = last;
   counters.bytes += bytes;
   counters.nic_ops += wrs.size();

@@ -29,7 +29,8 @@ absl::Status CmConnector::Impl::Listen(uint64_t job_hash, int num_nodes) {
   dead_ = std::make_unique<std::atomic<bool>[]>(num_nodes);
   address_ = options_.address;
   if (address_.empty() && std::getenv("RDMADS_RDMA_ADDR") != nullptr) address_ = std::getenv("RDMADS_RDMA_ADDR");
-  if (address_.empty()) address_ = Ipv4OfGid(dev_.port().gid);
+  const std::string gid_address = Ipv4OfGid(dev_.port().gid);  // "" unless IPv4-mapped
+  if (address_.empty()) address_ = gid_address;
   if (address_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the node's device ", dev_.name(), " has no IPv4-mapped GID to listen on; set RDMADS_RDMA_ADDR to the IP "
@@ -58,7 +59,7 @@ absl::Status CmConnector::Impl::Listen(uint64_t job_hash, int num_nodes) {
                                                       ": pick that device (--device / FabricOptions::device) or "
                                                       "the address of ", dev_.name(), "'s interface"));
   }
-  if (Ipv4OfGid(dev_.port().gid) != address_ && !Ipv4OfGid(dev_.port().gid).empty()) {
+  if (!gid_address.empty() && gid_address != address_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the node's QPs use GID index ", dev_.port().gid_index, " (", GidText(dev_.port().gid.data()),
         ") but rdma_cm routes ", address_, ": unset the GID index override (--gid-index) or set it to that "
@@ -66,6 +67,9 @@ absl::Status CmConnector::Impl::Listen(uint64_t job_hash, int num_nodes) {
   }
   if (rdma_listen(listen_id_, 128) != 0) return absl::InternalError(Errno("rdma_listen"));
   port_ = PortOf(rdma_get_local_addr(listen_id_));
+  auto cq = dev_.CreateCompletionQueue(4);  // the control connections' placeholder QPs'
+  if (!cq.ok()) return cq.status();
+  placeholder_cq_ = std::move(*cq);
   wake_fd_ = eventfd(0, EFD_NONBLOCK);
   if (wake_fd_ < 0) return absl::InternalError(Errno("eventfd"));
   events_ = std::thread([this] { RunEvents(); });
@@ -119,12 +123,6 @@ absl::Status CmConnector::Impl::ConnectControl() {
 }
 
 absl::StatusOr<std::shared_ptr<QueuePair>> CmConnector::Impl::NewPlaceholderQp() {
-  std::lock_guard<std::mutex> lock(placeholder_mu_);
-  if (!placeholder_cq_) {
-    auto cq = dev_.CreateCompletionQueue(4);
-    if (!cq.ok()) return cq.status();
-    placeholder_cq_ = std::move(*cq);
-  }
   QpOptions o;
   o.max_send_wr = 1;
   o.max_inline_data = 0;

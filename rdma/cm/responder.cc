@@ -69,6 +69,11 @@ void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
   }
 }
 
+void CmConnector::Impl::MarkAllDead(const std::string& why) {
+  for (int n = 0; n < num_nodes(); ++n)
+    if (n != local_.id()) MarkDead(static_cast<NodeId>(n), why);
+}
+
 void CmConnector::Impl::RunEvents() {
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   for (;;) {
@@ -78,8 +83,7 @@ void CmConnector::Impl::RunEvents() {
       const std::string why = Errno("poll on the rdma_cm event channel");
       std::fprintf(stderr, "rdmads: node %d: %s; the connector stops\n", static_cast<int>(local_.id()), why.c_str());
       std::lock_guard<std::mutex> lock(mu_);
-      for (int n = 0; n < num_nodes(); ++n)
-        if (n != local_.id()) MarkDead(static_cast<NodeId>(n), absl::StrCat("this node's connector failed: ", why));
+      MarkAllDead(absl::StrCat("this node's connector failed: ", why));
       return;
     }
     if (fds[1].revents != 0) return;
@@ -100,8 +104,7 @@ void CmConnector::Impl::OnEvent(rdma_cm_event* ev) {
   rdma_ack_cm_event(ev);
   if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int n = 0; n < num_nodes(); ++n)
-      if (n != local_.id()) MarkDead(static_cast<NodeId>(n), "the local RDMA device was removed");
+    MarkAllDead("the local RDMA device was removed");
     return;
   }
   if (type != RDMA_CM_EVENT_DISCONNECTED && type != RDMA_CM_EVENT_CONNECT_ERROR &&

@@ -66,6 +66,8 @@ class CmConnector::Impl {
   void OnEvent(rdma_cm_event* ev);
   void OnRequest(rdma_cm_id* id, absl::string_view data);
   void MarkDead(NodeId node, const std::string& why);
+  // MarkDead for every other node (mu_ held).
+  void MarkAllDead(const std::string& why);
   std::string Peer(NodeId n) const {
     return absl::StrCat("node ", n, " (", cards_[n].address, ":", cards_[n].cm_port, ")");
   }
@@ -84,8 +86,7 @@ class CmConnector::Impl {
   int wake_fd_ = -1;
   std::thread events_;
 
-  std::mutex placeholder_mu_;
-  std::unique_ptr<CompletionQueue> placeholder_cq_;
+  std::unique_ptr<CompletionQueue> placeholder_cq_;  // set in Listen
   mutable std::mutex mu_;
   std::map<rdma_cm_id*, Conn> conns_;
   std::vector<std::string> dead_why_;
