@@ -28,6 +28,7 @@
 // bounded by 180 s). Setup failures are gtest failures too. Call it as the
 // last statement of a TEST.
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -35,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "rdma/bootstrap.h"
 #include "rdma/cm/cm_connector.h"
 #include "rdma/fabric.h"
@@ -60,6 +62,34 @@ struct ProcessNode {
   std::unique_ptr<cm::CmConnector> peers;
 };
 absl::StatusOr<ProcessNode> OpenProcessNode(size_t arena_bytes = size_t{4} << 20);
+
+// How an operation on a peer that is killed or powered off first failed.
+struct FirstFailure {
+  absl::Status status;                // DeadlineExceeded if it never failed within the limit
+  double seconds_after_last_success;  // bounds how late the death was seen
+  int successes = 0;
+};
+// Calls `op` (returning absl::Status) back to back until it fails or `limit`
+// has passed since the first call.
+template <typename Op>
+FirstFailure RunUntilItFails(Op op, std::chrono::seconds limit) {
+  using Clock = std::chrono::steady_clock;
+  FirstFailure f;
+  Clock::time_point last_ok = Clock::now();
+  const Clock::time_point give_up = last_ok + limit;
+  f.status = absl::DeadlineExceededError(
+      absl::StrCat("still succeeding ", limit.count(), " s after the first call"));
+  while (Clock::now() < give_up) {
+    if (absl::Status s = op(); !s.ok()) {
+      f.status = s;
+      break;
+    }
+    last_ok = Clock::now();
+    ++f.successes;
+  }
+  f.seconds_after_last_success = std::chrono::duration<double>(Clock::now() - last_ok).count();
+  return f;
+}
 
 }  // namespace rdma::testing
 

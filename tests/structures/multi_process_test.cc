@@ -136,23 +136,6 @@ absl::Status UseEveryPart(rdma::Node& node, rdma::Connector& peers, rdma::Bootst
 
 TEST(MultiProcess, EveryProcessUsesEveryPart) { rdma::testing::RunNodes(UseEveryPart, 3); }
 
-// Retries `op` until it fails; returns the failure and how long after the
-// last success it came.
-template <typename Op>
-absl::StatusOr<double> UntilItFails(Op op, absl::Status& failure) {
-  Clock::time_point last_ok = Clock::now();
-  const Clock::time_point give_up = last_ok + std::chrono::seconds(30);
-  while (Clock::now() < give_up) {
-    absl::Status s = op();
-    if (!s.ok()) {
-      failure = s;
-      return std::chrono::duration<double>(Clock::now() - last_ok).count();
-    }
-    last_ok = Clock::now();
-  }
-  return absl::DeadlineExceededError("the victim's part still answered 30 s later");
-}
-
 absl::Status SurviveAKill(rdma::Node& node, rdma::Connector& peers, rdma::Bootstrap& boot) {
   std::string where = absl::StrCat("node ", node.id(), " setup");
   const int n = boot.size();
@@ -178,8 +161,10 @@ absl::Status SurviveAKill(rdma::Node& node, rdma::Connector& peers, rdma::Bootst
   where = absl::StrCat("node ", me, " detect");
   uint64_t victims_key = 0;
   while (parts.map.HomeOf(victims_key) != victim) ++victims_key;
-  absl::Status failure;
-  ASSIGN_OR_RETURN(double detect_s, UntilItFails([&] { return map->Get(victims_key).status(); }, failure));
+  const rdma::testing::FirstFailure first =
+      rdma::testing::RunUntilItFails([&] { return map->Get(victims_key).status(); }, std::chrono::seconds(30));
+  const absl::Status& failure = first.status;
+  const double detect_s = first.seconds_after_last_success;
   std::printf("node %d: hash map Get on node %d's part failed %.3f s after its last success: %s\n",
               static_cast<int>(me), static_cast<int>(victim), detect_s, failure.ToString().c_str());
   REQUIRE(absl::IsUnavailable(failure) && failure.message().find(absl::StrCat("node ", victim)) != std::string::npos,

@@ -99,21 +99,11 @@ absl::Status SurviveAKill(Node& node, cm::CmConnector& peers, Bootstrap& boot) {
     raise(SIGKILL);
   }
   ASSIGN_OR_RETURN(ArenaInfo va, peers.Arena(static_cast<NodeId>(victim)));
-  Clock::time_point last_ok = Clock::now();
-  const Clock::time_point give_up = last_ok + std::chrono::seconds(30);
-  absl::Status failed;
-  int reads = 0;
-  while (Clock::now() < give_up) {
-    absl::StatusOr<uint64_t> v = session->Read64(CounterOn(va, offset));
-    if (!v.ok()) {
-      failed = v.status();
-      break;
-    }
-    last_ok = Clock::now();
-    ++reads;
-  }
-  const double detect_s = std::chrono::duration<double>(Clock::now() - last_ok).count();
-  std::printf("node %d: %d READs to node %d, then after %.3f s: %s\n", node.id(), reads, victim, detect_s,
+  const rdma::testing::FirstFailure first = rdma::testing::RunUntilItFails(
+      [&] { return session->Read64(CounterOn(va, offset)).status(); }, std::chrono::seconds(30));
+  const absl::Status& failed = first.status;
+  const double detect_s = first.seconds_after_last_success;
+  std::printf("node %d: %d READs to node %d, then after %.3f s: %s\n", node.id(), first.successes, victim, detect_s,
               failed.ToString().c_str());
   if (!absl::IsUnavailable(failed) || failed.message().find(absl::StrCat("node ", victim)) == std::string::npos) {
     return absl::InternalError(absl::StrCat("expected Unavailable naming node ", victim, ", got ", failed.ToString()));

@@ -47,20 +47,12 @@ absl::Status Survive(Node& node, Connector& peers, Bootstrap& boot) {
   if (node.id() == 1) PowerOffThisGuest();
   ASSIGN_OR_RETURN(ArenaInfo a1, peers.Arena(1));
   const RemotePtr there(1, a1.base + offset);
-  Clock::time_point last_ok = Clock::now();
-  absl::Status failure;
-  int reads = 0;
-  while (Clock::now() - last_ok < std::chrono::seconds(60)) {
-    absl::Status s = session->Read64(there).status();
-    if (!s.ok()) {
-      failure = s;
-      break;
-    }
-    last_ok = Clock::now();
-    ++reads;
-  }
-  const double detect_s = std::chrono::duration<double>(Clock::now() - last_ok).count();
-  std::printf("node 0: %d READs to node 1, then after %.2f s: %s\n", reads, detect_s, failure.ToString().c_str());
+  const rdma::testing::FirstFailure first =
+      rdma::testing::RunUntilItFails([&] { return session->Read64(there).status(); }, std::chrono::seconds(60));
+  const absl::Status& failure = first.status;
+  const double detect_s = first.seconds_after_last_success;
+  std::printf("node 0: %d READs to node 1, then after %.2f s: %s\n", first.successes, detect_s,
+              failure.ToString().c_str());
   if (!absl::IsUnavailable(failure) || failure.message().find("node 1") == std::string::npos) {
     return absl::InternalError(absl::StrCat("expected Unavailable naming node 1, got ", failure.ToString()));
   }
