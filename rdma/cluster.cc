@@ -1,53 +1,152 @@
 #include "rdma/cluster.h"
 
+#include <cstdio>
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "util/status_macros.h"
 
 namespace rdma {
+namespace {
+
+// The reservation every node makes for named structures.
+size_t NamedBytes(const ClusterOptions& o) {
+  return o.named_bytes & ~size_t{63};
+}
+
+NodeOptions NodeOptionsOf(const ClusterOptions& o) {
+  NodeOptions n = o.node;
+  n.reserved_bytes = NamedBytes(o);
+  return n;
+}
+
+// Every process must lay out its arena the same way: a named structure's
+// part sits at one offset on every node, inside every node's reservation.
+absl::Status CheckSameLayout(Bootstrap& boot, const NodeOptions& mine) {
+  const std::string card = absl::StrCat(mine.arena_bytes, ",", mine.reserved_bytes);
+  ASSIGN_OR_RETURN(std::vector<std::string> all, boot.AllGather(card));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == card) continue;
+    std::vector<std::string> theirs = absl::StrSplit(all[r], ',');
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Cluster::Open: rank ", r, " has arena_bytes ", theirs.empty() ? "?" : theirs[0], " and named_bytes ",
+        theirs.size() < 2 ? "?" : theirs[1], ", rank ", boot.rank(), " has ", mine.arena_bytes, " and ",
+        mine.reserved_bytes, "; every process of a job must open the cluster with the same ClusterOptions"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Open(const ClusterOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> boot, Bootstrap::FromEnvironment(options.bootstrap));
+  return Open(std::move(boot), options);
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Open(std::unique_ptr<Bootstrap> bootstrap,
+                                                       const ClusterOptions& options) {
+  if (bootstrap == nullptr) return absl::InvalidArgumentError("Cluster::Open: null bootstrap");
+  std::unique_ptr<Cluster> c(new Cluster());
+  c->bootstrap_ = std::move(bootstrap);
+  const int size = c->bootstrap_->size();
+  const NodeId rank = static_cast<NodeId>(c->bootstrap_->rank());
+  FabricOptions fo = options.fabric;
+  if (fo.kind == FabricKind::kAuto) fo.kind = FabricKind::kVerbs;
+  if (fo.kind == FabricKind::kSoft && size > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Cluster::Open: the soft NIC connects nodes of one process only, and this job has ", size,
+        " processes; use the verbs fabric (Soft-RoCE or a real NIC), or Cluster::Create for every node in one "
+        "process"));
+  }
+  ASSIGN_OR_RETURN(c->fabric_, OpenFabric(fo));
+  ASSIGN_OR_RETURN(std::unique_ptr<Device> device, c->fabric_->OpenDevice(rank));
+  const NodeOptions no = NodeOptionsOf(options);
+  ASSIGN_OR_RETURN(std::unique_ptr<Node> node, Node::Create(rank, std::move(device), no));
+  c->num_nodes_ = size;
+  c->nodes_.resize(static_cast<size_t>(size));
+  c->nodes_[rank] = std::move(node);
+  c->local_.push_back(c->nodes_[rank].get());
+  RETURN_IF_ERROR(CheckSameLayout(*c->bootstrap_, no));
+  if (size > 1) {
+    ASSIGN_OR_RETURN(c->remote_, cm::CmConnector::Create(*c->nodes_[rank], *c->bootstrap_, options.connect));
+  }
+  return c;
+}
 
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const ClusterOptions& options) {
   if (options.num_nodes < 1 || options.num_nodes > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("num_nodes must be in 1..1024, got ", options.num_nodes));
   }
   std::unique_ptr<Cluster> c(new Cluster());
-  auto fabric = OpenFabric(options.fabric);
-  if (!fabric.ok()) return fabric.status();
-  c->fabric_ = std::move(*fabric);
+  ASSIGN_OR_RETURN(c->fabric_, OpenFabric(options.fabric));
+  const NodeOptions no = NodeOptionsOf(options);
   for (int i = 0; i < options.num_nodes; ++i) {
-    auto dev = c->fabric_->OpenDevice(static_cast<NodeId>(i));
-    if (!dev.ok()) return dev.status();
-    auto node = Node::Create(static_cast<NodeId>(i), std::move(*dev), options.node);
-    if (!node.ok()) return node.status();
-    c->nodes_.push_back(std::move(*node));
+    ASSIGN_OR_RETURN(std::unique_ptr<Device> dev, c->fabric_->OpenDevice(static_cast<NodeId>(i)));
+    ASSIGN_OR_RETURN(std::unique_ptr<Node> node, Node::Create(static_cast<NodeId>(i), std::move(dev), no));
+    c->local_.push_back(node.get());
+    c->nodes_.push_back(std::move(node));
   }
+  c->num_nodes_ = options.num_nodes;
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Cluster::NewSession(NodeId self, const SessionOptions& options) {
-  if (self >= nodes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("node ", self, " out of range (", nodes_.size(), " nodes)"));
+Cluster::~Cluster() {
+  remote_.reset();
+  local_.clear();
+  nodes_.clear();
+  fabric_.reset();
+  bootstrap_.reset();
+}
+
+absl::Status Cluster::Barrier() { return bootstrap_ ? bootstrap_->Barrier() : absl::OkStatus(); }
+
+absl::StatusOr<std::unique_ptr<Session>> Cluster::ThisThread(const SessionOptions& options) {
+  return ThisThread(self(), options);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Cluster::ThisThread(NodeId node, const SessionOptions& options) {
+  RETURN_IF_ERROR(CheckRange(node));
+  if (!is_local(node)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", node, " is hosted by another process; a thread here lives on node ", self()));
   }
-  return Session::Create(*nodes_[self], *this, options);
+  return Session::Create(*nodes_[node], *this, options);
+}
+
+absl::Status Cluster::CheckRange(NodeId node) const {
+  if (node >= static_cast<NodeId>(num_nodes_)) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", node, " out of range (", num_nodes_, " nodes)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<QpEndpoint> Cluster::Connect(NodeId target, const QpEndpoint& initiator) {
-  if (target >= nodes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("node ", target, " out of range (", nodes_.size(), " nodes)"));
-  }
-  return nodes_[target]->AcceptConnection(initiator);
+  RETURN_IF_ERROR(CheckRange(target));
+  if (is_local(target)) return nodes_[target]->AcceptConnection(initiator);
+  return remote_->Connect(target, initiator);
 }
 
 absl::Status Cluster::Disconnect(NodeId target, const QpEndpoint& responder) {
-  if (target >= nodes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("node ", target, " out of range (", nodes_.size(), " nodes)"));
-  }
-  return nodes_[target]->ReleaseConnection(responder.qp_num);
+  RETURN_IF_ERROR(CheckRange(target));
+  if (is_local(target)) return nodes_[target]->ReleaseConnection(responder.qp_num);
+  return remote_->Disconnect(target, responder);
 }
 
 absl::StatusOr<ArenaInfo> Cluster::Arena(NodeId node) const {
-  if (node >= nodes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("node ", node, " out of range (", nodes_.size(), " nodes)"));
-  }
-  return nodes_[node]->arena_info();
+  RETURN_IF_ERROR(CheckRange(node));
+  if (is_local(node)) return nodes_[node]->arena_info();
+  return remote_->Arena(node);
+}
+
+absl::Status Cluster::PeerStatus(NodeId node) const {
+  if (node >= static_cast<NodeId>(num_nodes_) || is_local(node) || remote_ == nullptr) return absl::OkStatus();
+  return remote_->PeerStatus(node);
+}
+
+void Cluster::ReportUnreachable(NodeId node, const absl::Status& why) {
+  if (remote_ != nullptr && !is_local(node)) remote_->ReportUnreachable(node, why);
 }
 
 }  // namespace rdma

@@ -1,20 +1,40 @@
 #ifndef RDMA_CLUSTER_H_
 #define RDMA_CLUSTER_H_
 
-// Cluster: several nodes in one process on one fabric, and the in-process
-// Connector between them (docs/design.md §5). Tests, benchmarks and the demo
-// use it; one node per process uses rdma::cm::CmConnector instead.
+// Cluster: the one object a program opens to use rdmads. It owns, in the
+// right order, the bootstrap, the fabric and device, this process's node(s)
+// and the connector that reaches the others (docs/design.md §5).
 //
-//   ClusterOptions o;  o.num_nodes = 3;  o.fabric.kind = FabricKind::kSoft;
-//   auto cluster = Cluster::Create(o);
-//   auto session = (*cluster)->NewSession(/*self=*/1);  // this thread is node 1
+//   // A service, one node per process, launched by mpirun, srun or a peer list:
+//   ASSIGN_OR_RETURN(std::unique_ptr<rdma::Cluster> cluster, rdma::Cluster::Open());
+//   ASSIGN_OR_RETURN(std::unique_ptr<rdma::Session> thread, cluster->ThisThread());
 //
-// Thread-safe. Destroy all Sessions before the Cluster.
+//   // Tests, benchmarks, a quick look: every node in this process.
+//   ASSIGN_OR_RETURN(auto cluster, rdma::Cluster::Create({.num_nodes = 3}));
+//   ASSIGN_OR_RETURN(auto thread, cluster->ThisThread(/*node=*/1));
+//
+// Open reads the job from the environment (rdma/bootstrap.h: PMIx under
+// mpirun or srun, else RDMADS_NODE_ID and RDMADS_PEERS), opens the verbs
+// device (FabricKind::kAuto means verbs here; the soft NIC only when asked,
+// and only for a one-process job), creates node rank() and connects it to
+// every other node with rdma_cm (rdma/cm/cm_connector.h). Create puts every
+// node in this process on one fabric with an in-process connector. Both give the same type; structures take it.
+//
+// Every node registers ClusterOptions::named_bytes at arena offset 0 for
+// named structures (structures/common/catalogue.h); Open refuses a job
+// whose processes disagree on the arena or that reservation.
+//
+// Contract: thread-safe. A thread's Session (ThisThread) is that thread's
+// handle on the cluster; destroy every Session, structure and client before
+// the Cluster. The Cluster is the Connector its sessions use.
 
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "rdma/bootstrap.h"
+#include "rdma/cm/cm_connector.h"
 #include "rdma/fabric.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
@@ -22,37 +42,82 @@
 namespace rdma {
 
 struct ClusterOptions {
+  // Create: how many nodes this process hosts. Open: ignored (the job's size).
   int num_nodes = 3;
+  // arena_bytes (64 MiB by default), what each node's Allocate hands out;
+  // reserved_bytes is set from named_bytes.
   NodeOptions node;
+  // Open: kAuto and kVerbs open the verbs device; kSoft is refused for a job
+  // of more than one process. Create: the backend every node uses (kAuto:
+  // verbs when a device exists, else the soft NIC).
   FabricOptions fabric;
+  // Registered memory at arena offset 0 of every node, besides arena_bytes,
+  // for the catalogue of named structures and their parts (each named
+  // structure's part on each node comes out of it). Rounded down to 64.
+  size_t named_bytes = size_t{32} << 20;
+  // Open only: the bootstrap's bounds, and where rdma_cm listens.
+  BootstrapOptions bootstrap;
+  cm::CmConnectorOptions connect;
 };
 
-// Several nodes in one process, on one fabric: what tests, benchmarks and
-// the demo use. On the soft backend every node has its own simulated NIC; on
-// verbs every node opens the device again (its own context and PD), and
-// their QPs meet through the device's loopback.
-//
-// Thread-safe. Destroy all Sessions before the Cluster.
 class Cluster final : public Connector {
  public:
+  // One node per process: the job in the environment (see the top).
+  static absl::StatusOr<std::unique_ptr<Cluster>> Open(const ClusterOptions& options = {});
+  // The same with a bootstrap the caller made.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Open(std::unique_ptr<Bootstrap> bootstrap,
+                                                       const ClusterOptions& options = {});
+  // Every node in this process (options.num_nodes, 1..1024).
   static absl::StatusOr<std::unique_ptr<Cluster>> Create(const ClusterOptions& options);
 
-  Fabric& fabric() { return *fabric_; }
+  ~Cluster() override;
+
+  // Nodes in the whole cluster, and the ones this process hosts.
+  int num_nodes() const override { return num_nodes_; }
+  absl::Span<Node* const> local_nodes() const { return local_; }
+  bool is_local(NodeId id) const { return id < nodes_.size() && nodes_[id] != nullptr; }
+  // This process's first node (its only one under Open).
+  NodeId self() const { return local_.front()->id(); }
+  // A node this process hosts (is_local(id)).
   Node& node(NodeId id) { return *nodes_[id]; }
-  int num_nodes() const override { return static_cast<int>(nodes_.size()); }
+  Fabric& fabric() { return *fabric_; }
+  // The job's bootstrap under Open, for the program's own collectives
+  // (Barrier, AllGather); null for an in-process cluster.
+  Bootstrap* bootstrap() { return bootstrap_.get(); }
+  // The job's rank under Open, 0 in process; the number of processes.
+  int rank() const { return bootstrap_ ? bootstrap_->rank() : 0; }
+  int processes() const { return bootstrap_ ? bootstrap_->size() : 1; }
+  // Every process reached this call (a no-op in process).
+  absl::Status Barrier();
 
-  // A session for the calling thread, living on node `self`.
-  absl::StatusOr<std::unique_ptr<Session>> NewSession(NodeId self, const SessionOptions& options = {});
+  // The calling thread's handle: a Session on `node` (hosted here; default
+  // self()). One per thread; structures' clients are made from it.
+  absl::StatusOr<std::unique_ptr<Session>> ThisThread(const SessionOptions& options = {});
+  absl::StatusOr<std::unique_ptr<Session>> ThisThread(NodeId node, const SessionOptions& options = {});
+  // Same as ThisThread(node, options).
+  absl::StatusOr<std::unique_ptr<Session>> NewSession(NodeId node, const SessionOptions& options = {}) {
+    return ThisThread(node, options);
+  }
 
-  // Connector:
+  // Connector: to the local nodes in process, to the others through rdma_cm.
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) override;
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const override;
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
+  absl::Status PeerStatus(NodeId node) const override;
+  void ReportUnreachable(NodeId node, const absl::Status& why) override;
 
  private:
   Cluster() = default;
+  absl::Status CheckRange(NodeId node) const;
+
+  // Destroyed bottom-up: the connector before the nodes, the nodes before
+  // their fabric, the bootstrap last.
+  std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Fabric> fabric_;
-  std::vector<std::unique_ptr<Node>> nodes_;
+  int num_nodes_ = 0;
+  std::vector<std::unique_ptr<Node>> nodes_;  // by id; null when another process hosts it
+  std::vector<Node*> local_;
+  std::unique_ptr<cm::CmConnector> remote_;   // Open with more than one process
 };
 
 }  // namespace rdma

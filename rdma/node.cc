@@ -16,15 +16,22 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(NodeId id, std::unique_ptr<De
   if (options.arena_bytes == 0 || options.arena_bytes >= (uint64_t{1} << RemotePtr::kAddressBits)) {
     return absl::InvalidArgumentError(absl::StrCat("arena size ", options.arena_bytes, " out of range"));
   }
+  if (options.reserved_bytes % 64 != 0 || options.reserved_bytes >= (uint64_t{1} << RemotePtr::kAddressBits)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reserved_bytes ", options.reserved_bytes, " must be a multiple of 64 and in range"));
+  }
+  const size_t total = options.arena_bytes + options.reserved_bytes;
   std::unique_ptr<Node> node(new Node(id, std::move(device)));
-  void* mem = mmap(nullptr, options.arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat("mmap of a ", options.arena_bytes,
+    return absl::ResourceExhaustedError(absl::StrCat("mmap of a ", total,
                                                      "-byte arena failed: ", std::strerror(errno)));
   }
   node->arena_ = mem;
-  node->arena_bytes_ = options.arena_bytes;
-  auto mr = node->device_->RegisterMemory(mem, options.arena_bytes,
+  node->arena_bytes_ = total;
+  node->reserved_bytes_ = options.reserved_bytes;
+  node->next_offset_ = options.reserved_bytes;
+  auto mr = node->device_->RegisterMemory(mem, total,
                                           kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic);
   if (!mr.ok()) return mr.status();
   node->arena_mr_ = std::move(*mr);
@@ -48,6 +55,11 @@ ArenaInfo Node::arena_info() const {
   return ArenaInfo{id_, reinterpret_cast<uint64_t>(arena_), arena_bytes_, arena_mr_->rkey()};
 }
 
+RemotePtr Node::reserved() const {
+  if (reserved_bytes_ == 0) return RemotePtr();
+  return RemotePtr(id_, reinterpret_cast<uint64_t>(arena_));
+}
+
 absl::StatusOr<RemotePtr> Node::Allocate(size_t bytes, size_t align) {
   if (bytes == 0 || align == 0 || (align & (align - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Allocate(", bytes, ", align ", align, ")"));
@@ -64,7 +76,7 @@ absl::StatusOr<RemotePtr> Node::Allocate(size_t bytes, size_t align) {
       const size_t start = (next_offset_ + align - 1) & ~(align - 1);
       if (start + rounded > arena_bytes_) {
         return absl::ResourceExhaustedError(
-            absl::StrCat("node ", id_, ": arena of ", arena_bytes_, " bytes is full (asked for ", bytes,
+            absl::StrCat("node ", id_, ": arena of ", arena_bytes_ - reserved_bytes_, " bytes is full (asked for ", bytes,
                          "); create the node with a larger NodeOptions::arena_bytes"));
       }
       offset = start;

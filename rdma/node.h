@@ -43,6 +43,11 @@ struct ArenaInfo {
 
 struct NodeOptions {
   size_t arena_bytes = size_t{64} << 20;
+  // Bytes registered before the arena_bytes that Allocate hands out, at
+  // arena offset 0 on every node: the layer above keeps there what every
+  // process must find without asking (the catalogue of named structures and
+  // their parts, structures/common/catalogue.h). A multiple of 64.
+  size_t reserved_bytes = 0;
   // Completion queue depth of the responder side.
   int responder_cq_depth = 1024;
 };
@@ -66,6 +71,10 @@ class Node {
   absl::StatusOr<RemotePtr> Allocate(size_t bytes, size_t align = 64);
   // Returns memory to a per-size free list for reuse by Allocate.
   void Free(RemotePtr p, size_t bytes);
+  // The reserved region (NodeOptions::reserved_bytes) at arena offset 0;
+  // null when none was reserved.
+  RemotePtr reserved() const;
+  size_t reserved_bytes() const { return reserved_bytes_; }
   // Offset of `p` from the arena base; p must be on this node.
   uint64_t OffsetOf(RemotePtr p) const { return p.address() - arena_info().base; }
 
@@ -93,6 +102,7 @@ class Node {
   std::unique_ptr<Device> device_;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
+  size_t reserved_bytes_ = 0;
   std::unique_ptr<MemoryRegion> arena_mr_;
   std::unique_ptr<CompletionQueue> responder_cq_;
   std::atomic<bool> shut_down_{false};

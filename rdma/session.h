@@ -154,6 +154,8 @@ class Session {
   ~Session();
 
   NodeId self() const { return self_.id(); }
+  // The node this session's thread lives on (hosted by this process).
+  Node& node() const { return self_; }
   int num_nodes() const { return static_cast<int>(qps_.size()); }
   const SessionOptions& options() const { return options_; }
 

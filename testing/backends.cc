@@ -30,6 +30,9 @@ std::unique_ptr<Cluster> MakeCluster(const std::string& backend, int nodes, size
   ClusterOptions o;
   o.num_nodes = nodes;
   o.node.arena_bytes = arena_bytes;
+  // Room for a few named structures only: in the guest every registered
+  // byte is pinned, and these clusters hold anonymous structures.
+  o.named_bytes = size_t{1} << 20;
   auto kind = ParseFabricKind(backend);
   EXPECT_TRUE(kind.ok()) << kind.status();
   o.fabric.kind = kind.value_or(FabricKind::kSoft);

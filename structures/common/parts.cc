@@ -14,6 +14,7 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
     part_offset_ = std::exchange(other.part_offset_, 0);
     bases_ = std::move(other.bases_);
     nodes_ = std::move(other.nodes_);
+    owned_ = other.owned_;
     other.bases_.clear();
     other.nodes_.clear();
   }
@@ -21,6 +22,7 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
 }
 
 void PartDirectory::FreeAll() {
+  if (!owned_) return;
   for (size_t n = 0; n < bases_.size(); ++n) {
     if (nodes_[n] != nullptr && !bases_[n].is_null()) nodes_[n]->Free(bases_[n], part_bytes_);
     bases_[n] = rdma::RemotePtr();
@@ -77,6 +79,40 @@ absl::StatusOr<PartDirectory> PartDirectory::Create(absl::string_view what, int 
     }
   }
   return d;
+}
+
+absl::StatusOr<PartDirectory> PartDirectory::OpenNamed(rdma::Cluster& cluster, const NamedSpec& spec,
+                                                       const InitPart& init) {
+  absl::StatusOr<NamedParts> found = FindOrCreate(cluster, spec, init);
+  if (!found.ok()) {
+    return absl::Status(found.status().code(),
+                        absl::StrCat(StructureKindName(spec.kind), " \"", spec.name, "\": ", found.status().message()));
+  }
+  PartDirectory d;
+  d.what_ = spec.name;
+  d.num_nodes_ = cluster.num_nodes();
+  d.part_bytes_ = spec.part_bytes;
+  d.part_offset_ = found->offset;
+  d.owned_ = false;
+  d.bases_.assign(static_cast<size_t>(d.num_nodes_), rdma::RemotePtr());
+  d.nodes_.assign(static_cast<size_t>(d.num_nodes_), nullptr);
+  for (rdma::Node* node : cluster.local_nodes()) {
+    d.nodes_[node->id()] = node;
+    d.bases_[node->id()] = rdma::RemotePtr(node->id(), node->arena_info().base + found->offset);
+  }
+  return d;
+}
+
+absl::StatusOr<PartDirectory> PartSource::Make(absl::string_view what, absl::string_view options, size_t part_bytes,
+                                               const PartDirectory::InitPart& init) const {
+  if (cluster_ == nullptr) return PartDirectory::Create(what, num_nodes_, local_nodes_, part_bytes, init);
+  NamedSpec spec;
+  spec.name = name_;
+  spec.kind = kind_;
+  spec.value_bytes = value_bytes_;
+  spec.options = std::string(options);
+  spec.part_bytes = part_bytes;
+  return PartDirectory::OpenNamed(*cluster_, spec, init);
 }
 
 absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::Session* session) const {

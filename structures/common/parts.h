@@ -35,6 +35,7 @@
 #include "rdma/node.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/session.h"
+#include "structures/common/catalogue.h"
 
 namespace structures {
 
@@ -63,6 +64,13 @@ class PartDirectory {
                                               absl::Span<rdma::Node* const> local_nodes, size_t part_bytes,
                                               const InitPart& init = nullptr);
 
+  // The parts of the structure spec.name in `cluster`'s catalogue
+  // (structures/common/catalogue.h), created (every node's part, `init` run
+  // on each) when absent. This directory does not free them: named parts
+  // last as long as the cluster. Errors: FindOrCreate's.
+  static absl::StatusOr<PartDirectory> OpenNamed(rdma::Cluster& cluster, const NamedSpec& spec,
+                                                 const InitPart& init = nullptr);
+
   absl::string_view what() const { return what_; }
   int num_nodes() const { return num_nodes_; }
   size_t part_bytes() const { return part_bytes_; }
@@ -87,6 +95,40 @@ class PartDirectory {
   uint64_t part_offset_ = 0;            // the parts' arena offset on every node
   std::vector<rdma::RemotePtr> bases_;  // per node; null = not created by this process
   std::vector<rdma::Node*> nodes_;      // per node when in this process, else null
+  bool owned_ = true;                   // false for named parts, which are never freed
+};
+
+// Where a structure's parts come from: fresh parts on the nodes this process
+// hosts (a structure's Create), or a named structure's (its Open). A
+// structure writes its checks once, over a PartSource.
+class PartSource {
+ public:
+  static PartSource Fresh(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes) {
+    return PartSource(peers.num_nodes(), local_nodes, nullptr, "", StructureKind::kHashMap, 0);
+  }
+  static PartSource Named(rdma::Cluster& cluster, absl::string_view name, StructureKind kind, uint32_t value_bytes) {
+    return PartSource(cluster.num_nodes(), cluster.local_nodes(), &cluster, name, kind, value_bytes);
+  }
+
+  int num_nodes() const { return num_nodes_; }
+  absl::Span<rdma::Node* const> local_nodes() const { return local_nodes_; }
+  // The parts: `options` is the text of the options that shape the layout
+  // (compared with an existing named structure's; unused for fresh parts).
+  absl::StatusOr<PartDirectory> Make(absl::string_view what, absl::string_view options, size_t part_bytes,
+                                     const PartDirectory::InitPart& init) const;
+
+ private:
+  PartSource(int num_nodes, absl::Span<rdma::Node* const> local_nodes, rdma::Cluster* cluster,
+             absl::string_view name, StructureKind kind, uint32_t value_bytes)
+      : num_nodes_(num_nodes), local_nodes_(local_nodes), cluster_(cluster), name_(name), kind_(kind),
+        value_bytes_(value_bytes) {}
+
+  int num_nodes_;
+  absl::Span<rdma::Node* const> local_nodes_;
+  rdma::Cluster* cluster_;  // null: fresh parts
+  std::string name_;
+  StructureKind kind_;
+  uint32_t value_bytes_;
 };
 
 // What every structure whose parts hold ALocks checks at creation:

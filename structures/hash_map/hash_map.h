@@ -116,30 +116,31 @@ class BasicHashMap : public CreateOnCluster<BasicHashMap<V, Checks>, HashMapOpti
   // InvalidArgument (bad options or nodes), FailedPrecondition (a node shut
   // down or without RDMA atomics), ResourceExhausted (an arena too small).
   static absl::StatusOr<BasicHashMap> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
-                                        const HashMapOptions& options) {
-    const int num_nodes = peers.num_nodes();
-    if (absl::Status s = Validate(options); !s.ok()) return s;
-    // Every unit is guarded by an ALock.
-    if (absl::Status s = CheckALockParts("HashMap", local_nodes, options.budgets); !s.ok()) return s;
-    absl::StatusOr<PartDirectory> parts = PartDirectory::Create(
-        "HashMap", num_nodes, local_nodes, PartBytes(options),
-        [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); });
-    if (absl::IsResourceExhausted(parts.status()) && GeometryOf(options).can_grow()) {
-      // Most of a growing map's part is its reserved pool: say so.
-      return absl::ResourceExhaustedError(absl::StrCat(
-          parts.status().message(), " (the part reserves room to grow to max_groups_per_node = ",
-          MaxGroupsOf(options),
-          " groups: ", PartBytes(options), " bytes; lower max_groups_per_node, down to groups_per_node for a map "
-          "that never grows, or enlarge the arena)"));
-    }
-    if (!parts.ok()) return parts.status();
-    return BasicHashMap(std::move(*parts), options);
+                                             const HashMapOptions& options) {
+    return Build(PartSource::Fresh(peers, local_nodes), options);
+  }
+  // The map named `name` in `cluster`: created by whichever process asks
+  // first, attached to by every later Open in any process
+  // (structures/common/catalogue.h). Errors: Create's, and
+  // FailedPrecondition when `name` exists as another structure, value size
+  // or options (naming both), ResourceExhausted when the catalogue or the
+  // cluster's named_bytes is full.
+  static absl::StatusOr<BasicHashMap> Open(rdma::Cluster& cluster, absl::string_view name,
+                                           const HashMapOptions& options = {}) {
+    return Build(PartSource::Named(cluster, name, StructureKind::kHashMap, sizeof(V)), options);
   }
   // Every node of an in-process cluster.
   using CreateOnCluster<BasicHashMap, HashMapOptions>::Create;
 
   BasicHashMap(BasicHashMap&&) = default;
   BasicHashMap& operator=(BasicHashMap&&) = default;
+
+  // A client for the calling thread, from its handle on the cluster
+  // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
+  // session for the NIC paths. Same as NewClient(thread.node(), &thread).
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Session& thread) const {
+    return NewClient(thread.node(), &thread);
+  }
 
   // A client for the calling thread, living on `node` (hosted by this
   // process), using `session` (that thread's own Session on `node`) for the
@@ -191,6 +192,29 @@ class BasicHashMap : public CreateOnCluster<BasicHashMap<V, Checks>, HashMapOpti
     return hash_map_internal::GeometryFor(o.groups_per_node, MaxGroupsOf(o));
   }
 
+  static absl::StatusOr<BasicHashMap> Build(const PartSource& source, const HashMapOptions& options) {
+    if (absl::Status s = Validate(options); !s.ok()) return s;
+    // Every unit is guarded by an ALock.
+    if (absl::Status s = CheckALockParts("HashMap", source.local_nodes(), options.budgets); !s.ok()) return s;
+    absl::StatusOr<PartDirectory> parts = source.Make(
+        "HashMap", OptionsText(options), PartBytes(options),
+        [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); });
+    if (absl::IsResourceExhausted(parts.status()) && GeometryOf(options).can_grow()) {
+      // Most of a growing map's part is its reserved pool: say so.
+      return absl::ResourceExhaustedError(absl::StrCat(
+          parts.status().message(), " (the part reserves room to grow to max_groups_per_node = ",
+          MaxGroupsOf(options),
+          " groups: ", PartBytes(options), " bytes; lower max_groups_per_node, down to groups_per_node for a map "
+          "that never grows, or enlarge the arena)"));
+    }
+    if (!parts.ok()) return parts.status();
+    return BasicHashMap(std::move(*parts), options);
+  }
+  // What a named map's processes must agree on (catalogue.h).
+  static std::string OptionsText(const HashMapOptions& o) {
+    return absl::StrCat("groups_per_node=", o.groups_per_node, " max_groups_per_node=", MaxGroupsOf(o),
+                        " budgets=", o.budgets.local, "/", o.budgets.remote);
+  }
   static absl::Status Validate(const HashMapOptions& o) {
     const size_t max_groups = (size_t{1} << 40) / kUnitBytes * hash_map_internal::kGroupsPerUnit;
     if (o.groups_per_node < 1 || o.groups_per_node > max_groups) {

@@ -96,56 +96,31 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   // (bad options or nodes), FailedPrecondition (a node shut down or without
   // RDMA atomics), ResourceExhausted (an arena too small for the ring).
   static absl::StatusOr<BasicQueue> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
-                                      const QueueOptions& options) {
-    if (options.capacity < queue_internal::kMinCapacity || options.capacity > queue_internal::kMaxCapacity) {
-      return absl::InvalidArgumentError(absl::StrCat("Queue: capacity ", options.capacity, " out of range ",
-                                                     queue_internal::kMinCapacity, "..",
-                                                     queue_internal::kMaxCapacity));
-    }
-    if (options.lock_timeout <= std::chrono::nanoseconds::zero()) {
-      return absl::InvalidArgumentError("Queue: lock_timeout must be positive");
-    }
-    if (options.native_park < std::chrono::microseconds::zero()) {
-      return absl::InvalidArgumentError("Queue: native_park must not be negative");
-    }
-    if (absl::Status s = CheckALockParts("Queue", local_nodes, options.budgets); !s.ok()) return s;
-    const L layout{options.capacity};
-    absl::StatusOr<PartDirectory> parts =
-        PartDirectory::Create("Queue", peers.num_nodes(), local_nodes, layout.part_bytes(),
-                              [&options](rdma::Node& node, rdma::RemotePtr part) -> absl::Status {
-                                if (DefaultBudgets(options.budgets)) return absl::OkStatus();
-                                const locks::LockInit init{locks::LockKind::kALock, options.budgets};
-                                if (absl::Status s = locks::InitLock(part + offsetof(queue_internal::Header, tail_lock),
-                                                                     node.id(), init);
-                                    !s.ok()) {
-                                  return s;
-                                }
-                                return locks::InitLock(part + offsetof(queue_internal::Header, head_lock), node.id(),
-                                                       init);
-                              });
-    if (!parts.ok()) return parts.status();
-    // One native gate per local ring and side: what this process's native
-    // clients share (locks/native_gate.h).
-    auto gates = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(peers.num_nodes()));
-    locks::ClientOptions lock_options;
-    lock_options.timeout = options.lock_timeout;
-    for (rdma::Node* node : local_nodes) {
-      const rdma::RemotePtr base = parts->local_base(node->id());
-      for (const bool producer : {true, false}) {
-        absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
-            locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), lock_options,
-                                      {.park = options.native_park});
-        if (!gate.ok()) return gate.status();
-        (*gates)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
-      }
-    }
-    return BasicQueue(std::move(*parts), std::move(gates), options);
+                                           const QueueOptions& options) {
+    return Build(PartSource::Fresh(peers, local_nodes), options);
+  }
+  // The queue named `name` in `cluster`: created by whichever process asks
+  // first, attached to by every later Open in any process
+  // (structures/common/catalogue.h). Errors: Create's, and
+  // FailedPrecondition when `name` exists as another structure, value size
+  // or options (naming both), ResourceExhausted when the catalogue or the
+  // cluster's named_bytes is full.
+  static absl::StatusOr<BasicQueue> Open(rdma::Cluster& cluster, absl::string_view name,
+                                         const QueueOptions& options = {}) {
+    return Build(PartSource::Named(cluster, name, StructureKind::kQueue, sizeof(V)), options);
   }
   // Every node of an in-process cluster.
   using CreateOnCluster<BasicQueue, QueueOptions>::Create;
 
   BasicQueue(BasicQueue&&) = default;
   BasicQueue& operator=(BasicQueue&&) = default;
+
+  // A client for the calling thread, from its handle on the cluster
+  // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
+  // session for the NIC paths. Same as NewClient(thread.node(), &thread).
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Session& thread) const {
+    return NewClient(thread.node(), &thread);
+  }
 
   // A client for the calling thread on `node` (hosted by this process) with
   // `session`, that thread's own Session there (null: native paths only).
@@ -169,6 +144,55 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   uint64_t part_bytes() const { return L{capacity_}.part_bytes(); }
 
  private:
+  static absl::StatusOr<BasicQueue> Build(const PartSource& source, const QueueOptions& options) {
+    if (options.capacity < queue_internal::kMinCapacity || options.capacity > queue_internal::kMaxCapacity) {
+      return absl::InvalidArgumentError(absl::StrCat("Queue: capacity ", options.capacity, " out of range ",
+                                                     queue_internal::kMinCapacity, "..",
+                                                     queue_internal::kMaxCapacity));
+    }
+    if (options.lock_timeout <= std::chrono::nanoseconds::zero()) {
+      return absl::InvalidArgumentError("Queue: lock_timeout must be positive");
+    }
+    if (options.native_park < std::chrono::microseconds::zero()) {
+      return absl::InvalidArgumentError("Queue: native_park must not be negative");
+    }
+    if (absl::Status s = CheckALockParts("Queue", source.local_nodes(), options.budgets); !s.ok()) return s;
+    const L layout{options.capacity};
+    absl::StatusOr<PartDirectory> parts =
+        source.Make("Queue", OptionsText(options), layout.part_bytes(),
+                              [&options](rdma::Node& node, rdma::RemotePtr part) -> absl::Status {
+                                if (DefaultBudgets(options.budgets)) return absl::OkStatus();
+                                const locks::LockInit init{locks::LockKind::kALock, options.budgets};
+                                if (absl::Status s = locks::InitLock(part + offsetof(queue_internal::Header, tail_lock),
+                                                                     node.id(), init);
+                                    !s.ok()) {
+                                  return s;
+                                }
+                                return locks::InitLock(part + offsetof(queue_internal::Header, head_lock), node.id(),
+                                                       init);
+                              });
+    if (!parts.ok()) return parts.status();
+    // One native gate per local ring and side: what this process's native
+    // clients share (locks/native_gate.h).
+    auto gates = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(source.num_nodes()));
+    locks::ClientOptions lock_options;
+    lock_options.timeout = options.lock_timeout;
+    for (rdma::Node* node : source.local_nodes()) {
+      const rdma::RemotePtr base = parts->local_base(node->id());
+      for (const bool producer : {true, false}) {
+        absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
+            locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), lock_options,
+                                      {.park = options.native_park});
+        if (!gate.ok()) return gate.status();
+        (*gates)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
+      }
+    }
+    return BasicQueue(std::move(*parts), std::move(gates), options);
+  }
+  // What a named queue's processes must agree on (catalogue.h).
+  static std::string OptionsText(const QueueOptions& o) {
+    return absl::StrCat("capacity=", o.capacity, " budgets=", o.budgets.local, "/", o.budgets.remote);
+  }
   BasicQueue(PartDirectory parts, std::shared_ptr<const queue_internal::NativeGates> gates, const QueueOptions& options)
       : parts_(std::move(parts)),
         gates_(std::move(gates)),

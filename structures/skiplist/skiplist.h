@@ -92,8 +92,52 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
   // options or nodes), FailedPrecondition (a node shut down or without RDMA
   // atomics), ResourceExhausted (an arena too small for part_bytes).
   static absl::StatusOr<BasicSkipList> Create(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes,
-                                         const SkipListOptions& options) {
-    const int n = peers.num_nodes();
+                                              const SkipListOptions& options) {
+    return Build(PartSource::Fresh(peers, local_nodes), options);
+  }
+  // The ordered map named `name` in `cluster`: created by whichever process
+  // asks first, attached to by every later Open in any process
+  // (structures/common/catalogue.h). Errors: Create's, and
+  // FailedPrecondition when `name` exists as another structure, value size
+  // or options (naming both), ResourceExhausted when the catalogue or the
+  // cluster's named_bytes is full.
+  static absl::StatusOr<BasicSkipList> Open(rdma::Cluster& cluster, absl::string_view name,
+                                            const SkipListOptions& options = {}) {
+    return Build(PartSource::Named(cluster, name, StructureKind::kOrderedMap, sizeof(V)), options);
+  }
+  // Every node of an in-process cluster.
+  using CreateOnCluster<BasicSkipList<V, Checks>, SkipListOptions>::Create;
+
+  BasicSkipList(BasicSkipList&&) = default;
+  BasicSkipList& operator=(BasicSkipList&&) = default;
+
+  // A client for the calling thread, from its handle on the cluster
+  // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
+  // session for the NIC paths. Same as NewClient(thread.node(), &thread).
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Session& thread) const {
+    return NewClient(thread.node(), &thread);
+  }
+
+  // A client for the calling thread on `node` (hosted by this process) with
+  // `session`, that thread's own Session there (null: native paths only).
+  // Allocates two ALock descriptor lines in `node`'s arena (a split holds a
+  // node's lock and the allocator's).
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
+    locks::ClientOptions lock_options = StructureClient::OneLock();
+    lock_options.max_held = 2;
+    lock_options.timeout = options_.lock_timeout;
+    return MakeClient<Client>(parts_, node, session, lock_options, options_.split_keys, options_.part_bytes,
+                              options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
+  }
+
+  int num_nodes() const { return parts_.num_nodes(); }
+  const std::vector<uint64_t>& split_keys() const { return options_.split_keys; }
+  rdma::NodeId HomeOf(uint64_t key) const { return skiplist_internal::HomeOf(options_.split_keys, key); }
+  uint64_t nodes_per_part() const { return L::NodesIn(options_.part_bytes); }
+
+ private:
+  static absl::StatusOr<BasicSkipList> Build(const PartSource& source, const SkipListOptions& options) {
+    const int n = source.num_nodes();
     SkipListOptions o = options;
     if (o.split_keys.empty() && n > 1) {
       for (int i = 1; i < n; ++i) {
@@ -118,10 +162,10 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
     if (o.lock_timeout <= std::chrono::nanoseconds::zero()) {
       return absl::InvalidArgumentError("SkipList: lock_timeout must be positive");
     }
-    if (absl::Status s = CheckALockParts("SkipList", local_nodes, o.budgets); !s.ok()) return s;
+    if (absl::Status s = CheckALockParts("SkipList", source.local_nodes(), o.budgets); !s.ok()) return s;
     const uint64_t nodes = L::NodesIn(o.part_bytes);
-    absl::StatusOr<PartDirectory> parts = PartDirectory::Create(
-        "SkipList", n, local_nodes, o.part_bytes, [&o, nodes](rdma::Node& node, rdma::RemotePtr part) -> absl::Status {
+    absl::StatusOr<PartDirectory> parts = source.Make(
+        "SkipList", OptionsText(o), o.part_bytes, [&o, nodes](rdma::Node& node, rdma::RemotePtr part) -> absl::Status {
           if (DefaultBudgets(o.budgets)) return absl::OkStatus();
           const locks::LockInit init{locks::LockKind::kALock, o.budgets};
           if (absl::Status s = locks::InitLock(part + offsetof(skiplist_internal::PartHeader, alloc_lock), node.id(), init);
@@ -136,30 +180,14 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
     if (!parts.ok()) return parts.status();
     return BasicSkipList(std::move(*parts), std::move(o));
   }
-  // Every node of an in-process cluster.
-  using CreateOnCluster<BasicSkipList<V, Checks>, SkipListOptions>::Create;
-
-  BasicSkipList(BasicSkipList&&) = default;
-  BasicSkipList& operator=(BasicSkipList&&) = default;
-
-  // A client for the calling thread on `node` (hosted by this process) with
-  // `session`, that thread's own Session there (null: native paths only).
-  // Allocates two ALock descriptor lines in `node`'s arena (a split holds a
-  // node's lock and the allocator's).
-  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    locks::ClientOptions lock_options = StructureClient::OneLock();
-    lock_options.max_held = 2;
-    lock_options.timeout = options_.lock_timeout;
-    return MakeClient<Client>(parts_, node, session, lock_options, options_.split_keys, options_.part_bytes,
-                              options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
+  // What a named map's processes must agree on (catalogue.h): the split
+  // keys by count and hash, to stay short.
+  static std::string OptionsText(const SkipListOptions& o) {
+    return absl::StrCat("part_bytes=", o.part_bytes, " split_keys=", o.split_keys.size(), "#",
+                        absl::Hex(HashWords(o.split_keys.data(), o.split_keys.size())), " budgets=", o.budgets.local,
+                        "/", o.budgets.remote);
   }
 
-  int num_nodes() const { return parts_.num_nodes(); }
-  const std::vector<uint64_t>& split_keys() const { return options_.split_keys; }
-  rdma::NodeId HomeOf(uint64_t key) const { return skiplist_internal::HomeOf(options_.split_keys, key); }
-  uint64_t nodes_per_part() const { return L::NodesIn(options_.part_bytes); }
-
- private:
   BasicSkipList(PartDirectory parts, SkipListOptions options) : parts_(std::move(parts)), options_(std::move(options)) {}
 
   PartDirectory parts_;

@@ -1,0 +1,247 @@
+#include "structures/common/catalogue.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "locks/lock.h"
+#include "rdma/session.h"
+#include "structures/common/checksum.h"
+#include "util/status_macros.h"
+
+namespace structures {
+namespace {
+
+constexpr size_t kWords = Catalogue::kEntryBytes / 8;
+constexpr size_t kNameWords = 6;     // words 0..5
+constexpr size_t kShapeWord = 6;     // kind << 32 | value_bytes
+constexpr size_t kBytesWord = 7;     // part_bytes
+constexpr size_t kOffsetWord = 8;    // part offset
+constexpr size_t kOptionsWord = 9;   // words 9..24: the options text
+constexpr size_t kOptionsWords = 16;
+constexpr size_t kSumWord = kWords - 1;
+static_assert(kNameWords * 8 > Catalogue::kMaxName && kOptionsWords * 8 > Catalogue::kMaxOptions);
+static_assert(kOptionsWord + kOptionsWords < kSumWord);
+
+constexpr uint64_t kLockOffset = 0;
+constexpr uint64_t kHeaderOffset = 64;  // word 0: next free offset (0: none used yet); word 1: entries used
+constexpr uint64_t kEntriesOffset = 128;
+constexpr uint64_t kFirstPart = (Catalogue::kBytes + 4095) & ~uint64_t{4095};
+
+using EntryWords = std::array<uint64_t, kWords>;
+
+uint64_t Sum(const EntryWords& w) { return HashWords(w.data(), kSumWord) | 1; }
+bool IsEmpty(const EntryWords& w) {
+  return std::all_of(w.begin(), w.end(), [](uint64_t x) { return x == 0; });
+}
+bool IsWhole(const EntryWords& w) { return w[kSumWord] == Sum(w); }
+
+std::string TextAt(const EntryWords& w, size_t first, size_t words) {
+  const char* p = reinterpret_cast<const char*>(&w[first]);
+  return std::string(p, strnlen(p, words * 8));
+}
+
+EntryWords Encode(const NamedSpec& spec, uint64_t offset) {
+  EntryWords w{};
+  std::memcpy(&w[0], spec.name.data(), spec.name.size());
+  w[kShapeWord] = (uint64_t{static_cast<uint32_t>(spec.kind)} << 32) | spec.value_bytes;
+  w[kBytesWord] = spec.part_bytes;
+  w[kOffsetWord] = offset;
+  std::memcpy(&w[kOptionsWord], spec.options.data(), spec.options.size());
+  w[kSumWord] = Sum(w);
+  return w;
+}
+
+std::string Describe(StructureKind kind, uint32_t value_bytes, absl::string_view options) {
+  return absl::StrCat(StructureKindName(kind), " of ", value_bytes, "-byte values with \"", options, "\"");
+}
+
+// The found entry against what the caller asked for.
+absl::StatusOr<NamedParts> Match(const EntryWords& w, const NamedSpec& spec) {
+  const auto kind = static_cast<StructureKind>(w[kShapeWord] >> 32);
+  const auto value_bytes = static_cast<uint32_t>(w[kShapeWord]);
+  const std::string options = TextAt(w, kOptionsWord, kOptionsWords);
+  if (kind != spec.kind || value_bytes != spec.value_bytes || options != spec.options ||
+      w[kBytesWord] != spec.part_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat("\"", spec.name, "\" exists as a ",
+                                                      Describe(kind, value_bytes, options), "; asked for a ",
+                                                      Describe(spec.kind, spec.value_bytes, spec.options)));
+  }
+  return NamedParts{.offset = w[kOffsetWord], .created = false};
+}
+
+struct Table {
+  uint64_t next = 0;  // header word 0
+  uint64_t used = 0;  // header word 1
+  std::vector<EntryWords> entries;
+};
+
+// One READ of the header and every entry.
+absl::StatusOr<Table> ReadTable(rdma::Session& s, rdma::RemotePtr base) {
+  std::vector<uint64_t> raw((Catalogue::kBytes - kHeaderOffset) / 8);
+  RETURN_IF_ERROR(s.Read(base + kHeaderOffset, raw.data(), raw.size() * 8));
+  Table t;
+  t.next = raw[0];
+  t.used = raw[1];
+  t.entries.resize(Catalogue::kEntries);
+  for (int i = 0; i < Catalogue::kEntries; ++i) {
+    std::memcpy(t.entries[i].data(), &raw[(kEntriesOffset - kHeaderOffset) / 8 + i * kWords], Catalogue::kEntryBytes);
+  }
+  return t;
+}
+
+// The entry named `name`; nullopt when none is whole and named so. `torn`
+// is set when some entry is being written (checksum mismatch).
+std::optional<EntryWords> Lookup(const Table& t, absl::string_view name, bool* torn) {
+  for (const EntryWords& w : t.entries) {
+    if (IsEmpty(w)) continue;
+    if (!IsWhole(w)) {
+      *torn = true;
+      continue;
+    }
+    if (TextAt(w, 0, kNameWords) == name) return w;
+  }
+  return std::nullopt;
+}
+
+// Writes the non-zero 64-byte lines of `image` (part_bytes) to `part`.
+absl::Status CopyImage(rdma::Session& s, const std::vector<uint64_t>& image, rdma::RemotePtr part) {
+  constexpr size_t kLineWords = 8;
+  constexpr size_t kMaxRun = size_t{64} << 10;  // bytes per WRITE, well inside the scratch buffer
+  const size_t lines = image.size() / kLineWords;
+  size_t i = 0;
+  while (i < lines) {
+    auto zero = [&](size_t l) {
+      return std::all_of(&image[l * kLineWords], &image[(l + 1) * kLineWords], [](uint64_t x) { return x == 0; });
+    };
+    if (zero(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < lines && !zero(j) && (j - i) * 64 < kMaxRun) ++j;
+    RETURN_IF_ERROR(s.Write(part + i * 64, &image[i * kLineWords], (j - i) * 64));
+    i = j;
+  }
+  return absl::OkStatus();
+}
+
+// Under the catalogue lock: the name again, else a new entry and its parts.
+absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s, rdma::RemotePtr base,
+                                        const NamedSpec& spec, const InitNamedPart& init) {
+  ASSIGN_OR_RETURN(Table t, ReadTable(s, base));
+  bool torn = false;
+  if (std::optional<EntryWords> w = Lookup(t, spec.name, &torn)) return Match(*w, spec);
+  if (torn) return absl::DataLossError("the catalogue holds a torn entry under its lock");
+  if (t.used >= Catalogue::kEntries) {
+    return absl::ResourceExhaustedError(absl::StrCat("the catalogue is full: all ", Catalogue::kEntries,
+                                                     " names are used; \"", spec.name, "\" cannot be added"));
+  }
+  const uint64_t offset = t.next == 0 ? kFirstPart : t.next;
+  const uint64_t end = (offset + spec.part_bytes + 4095) & ~uint64_t{4095};
+  const size_t reserved = s.node().reserved_bytes();
+  if (end > reserved) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "named structures' region of ", reserved, " bytes per node has ", reserved - std::min(reserved, offset),
+        " bytes free; the ", StructureKindName(spec.kind), " \"", spec.name, "\" needs ", spec.part_bytes,
+        " per node; raise rdma::ClusterOptions::named_bytes (and arena_bytes)"));
+  }
+  std::vector<uint64_t> image;  // the initialized part, for nodes in other processes
+  for (int n = 0; n < cluster.num_nodes(); ++n) {
+    const auto id = static_cast<rdma::NodeId>(n);
+    const rdma::ArenaInfo& a = s.arena(id);
+    if (end > a.length) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", n, "'s arena (", a.length, " bytes) cannot hold \"", spec.name, "\" at ", offset));
+    }
+    const rdma::RemotePtr part(id, a.base + offset);
+    if (!init) continue;
+    if (cluster.is_local(id)) {
+      RETURN_IF_ERROR(init(cluster.node(id), part));
+      continue;
+    }
+    if (image.empty()) {
+      image.assign((spec.part_bytes + 63) / 64 * 8, 0);
+      RETURN_IF_ERROR(init(s.node(), rdma::RemotePtr(s.self(), image.data())));
+    }
+    RETURN_IF_ERROR(CopyImage(s, image, part));
+  }
+  const EntryWords entry = Encode(spec, offset);
+  RETURN_IF_ERROR(s.Write(base + kEntriesOffset + t.used * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));
+  const std::array<uint64_t, 2> header{end, t.used + 1};
+  RETURN_IF_ERROR(s.Write(base + kHeaderOffset, header.data(), sizeof(header)));
+  return NamedParts{.offset = offset, .created = true};
+}
+
+absl::Status CheckSpec(const NamedSpec& spec) {
+  if (spec.name.empty() || spec.name.size() > Catalogue::kMaxName || spec.name.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("a structure's name must be 1..", Catalogue::kMaxName,
+                                                   " bytes without NUL; got \"", spec.name, "\""));
+  }
+  if (spec.options.size() > Catalogue::kMaxOptions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options text over ", Catalogue::kMaxOptions, " bytes: \"", spec.options, "\""));
+  }
+  if (spec.part_bytes == 0) return absl::InvalidArgumentError("a named structure's part_bytes must be positive");
+  return absl::OkStatus();
+}
+
+// Binds the calling thread back to its node when a temporary Session is done.
+class RestoreThreadNode {
+ public:
+  RestoreThreadNode() : node_(rdma::ThisThreadNode()) {}
+  ~RestoreThreadNode() { rdma::BindThisThreadToNode(node_); }
+
+ private:
+  rdma::NodeId node_;
+};
+
+}  // namespace
+
+absl::string_view StructureKindName(StructureKind kind) {
+  switch (kind) {
+    case StructureKind::kHashMap:
+      return "hash map";
+    case StructureKind::kOrderedMap:
+      return "ordered map";
+    case StructureKind::kQueue:
+      return "queue";
+  }
+  return "unknown structure";
+}
+
+absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec& spec, const InitNamedPart& init) {
+  RETURN_IF_ERROR(CheckSpec(spec));
+  rdma::Node& self = cluster.node(cluster.self());
+  if (self.reserved_bytes() < kFirstPart + 4096) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the cluster reserves ", self.reserved_bytes(), " bytes per node for named structures; the catalogue needs ",
+        kFirstPart, " and the parts more; raise rdma::ClusterOptions::named_bytes"));
+  }
+  const RestoreThreadNode restore;
+  ASSIGN_OR_RETURN(std::unique_ptr<rdma::Session> s, cluster.ThisThread(self.id()));
+  const rdma::RemotePtr base(0, s->arena(0).base);  // node 0's reserved region
+
+  // Lock-free: a whole entry with the name answers.
+  ASSIGN_OR_RETURN(Table t, ReadTable(*s, base));
+  bool torn = false;
+  if (std::optional<EntryWords> w = Lookup(t, spec.name, &torn)) return Match(*w, spec);
+
+  locks::ClientOptions lo;
+  lo.max_held = 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<locks::LockClient> lock,
+                   locks::NewLockClient(locks::LockKind::kALock, self, s.get(), lo));
+  const rdma::RemotePtr lock_line = base + kLockOffset;
+  RETURN_IF_ERROR(util::Annotate(lock->Lock(lock_line), "the catalogue's lock"));
+  absl::StatusOr<NamedParts> found = CreateLocked(cluster, *s, base, spec, init);
+  absl::Status unlocked = lock->Unlock(lock_line);
+  if (!found.ok()) return found.status();
+  if (!unlocked.ok()) return util::Annotate(unlocked, "the catalogue's lock");
+  return found;
+}
+
+}  // namespace structures
