@@ -1,6 +1,7 @@
 #include "rdma/cluster.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -53,7 +54,16 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Open(std::unique_ptr<Bootstrap
   const int size = c->bootstrap_->size();
   const NodeId rank = static_cast<NodeId>(c->bootstrap_->rank());
   FabricOptions fo = options.fabric;
-  if (fo.kind == FabricKind::kAuto) fo.kind = FabricKind::kVerbs;
+  if (fo.kind == FabricKind::kAuto) {
+    const char* env = std::getenv("RDMADS_FABRIC");
+    if (env == nullptr || *env == '\0') {
+      fo.kind = FabricKind::kVerbs;
+    } else {
+      absl::StatusOr<FabricKind> k = ParseFabricKind(env);
+      if (!k.ok()) return util::Annotate(k.status(), "RDMADS_FABRIC");
+      fo.kind = *k == FabricKind::kAuto ? FabricKind::kVerbs : *k;
+    }
+  }
   if (fo.kind == FabricKind::kSoft && size > 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Cluster::Open: the soft NIC connects nodes of one process only, and this job has ", size,

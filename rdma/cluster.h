@@ -15,8 +15,8 @@
 //
 // Open reads the job from the environment (rdma/bootstrap.h: PMIx under
 // mpirun or srun, else RDMADS_NODE_ID and RDMADS_PEERS), opens the verbs
-// device (FabricKind::kAuto means verbs here; the soft NIC only when asked,
-// and only for a one-process job), creates node rank() and connects it to
+// device (FabricKind::kAuto means RDMADS_FABRIC if set, else verbs; the soft
+// NIC only when asked, and only for a one-process job), creates node rank() and connects it to
 // every other node with rdma_cm (rdma/cm/cm_connector.h). Create puts every
 // node in this process on one fabric with an in-process connector. Both give the same type; structures take it.
 //

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -108,11 +109,31 @@ std::optional<EntryWords> Lookup(const Table& t, absl::string_view name, bool* t
   return std::nullopt;
 }
 
-// Writes the non-zero 64-byte lines of `image` (part_bytes) to `part`.
-absl::Status CopyImage(rdma::Session& s, const std::vector<uint64_t>& image, rdma::RemotePtr part) {
+// A part's initial contents, built in this process's memory (64-byte
+// aligned, as the structures' lines are) and copied to other nodes' parts.
+class Image {
+ public:
+  explicit Image(size_t bytes) : lines_((bytes + 63) / 64) {
+    words_ = static_cast<uint64_t*>(std::aligned_alloc(64, lines_ * 64));
+    if (words_ != nullptr) std::memset(words_, 0, lines_ * 64);
+  }
+  ~Image() { std::free(words_); }
+  Image(const Image&) = delete;
+  Image& operator=(const Image&) = delete;
+  uint64_t* words() const { return words_; }
+  size_t lines() const { return lines_; }
+
+ private:
+  size_t lines_;
+  uint64_t* words_;
+};
+
+// Writes the non-zero 64-byte lines of `image` to `part`.
+absl::Status CopyImage(rdma::Session& s, const Image& img, rdma::RemotePtr part) {
   constexpr size_t kLineWords = 8;
   constexpr size_t kMaxRun = size_t{64} << 10;  // bytes per WRITE, well inside the scratch buffer
-  const size_t lines = image.size() / kLineWords;
+  const uint64_t* image = img.words();
+  const size_t lines = img.lines();
   size_t i = 0;
   while (i < lines) {
     auto zero = [&](size_t l) {
@@ -150,7 +171,7 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
         " bytes free; the ", StructureKindName(spec.kind), " \"", spec.name, "\" needs ", spec.part_bytes,
         " per node; raise rdma::ClusterOptions::named_bytes (and arena_bytes)"));
   }
-  std::vector<uint64_t> image;  // the initialized part, for nodes in other processes
+  std::unique_ptr<Image> image;  // the initialized part, for nodes in other processes
   for (int n = 0; n < cluster.num_nodes(); ++n) {
     const auto id = static_cast<rdma::NodeId>(n);
     const rdma::ArenaInfo& a = s.arena(id);
@@ -164,11 +185,15 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
       RETURN_IF_ERROR(init(cluster.node(id), part));
       continue;
     }
-    if (image.empty()) {
-      image.assign((spec.part_bytes + 63) / 64 * 8, 0);
-      RETURN_IF_ERROR(init(s.node(), rdma::RemotePtr(s.self(), image.data())));
+    if (image == nullptr) {
+      image = std::make_unique<Image>(spec.part_bytes);
+      if (image->words() == nullptr) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("no memory for the ", spec.part_bytes, "-byte image of a new part"));
+      }
+      RETURN_IF_ERROR(init(s.node(), rdma::RemotePtr(s.self(), image->words())));
     }
-    RETURN_IF_ERROR(CopyImage(s, image, part));
+    RETURN_IF_ERROR(CopyImage(s, *image, part));
   }
   const EntryWords entry = Encode(spec, offset);
   RETURN_IF_ERROR(s.Write(base + kEntriesOffset + t.used * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));

@@ -53,6 +53,7 @@ GUEST_TESTS=(
   //tests/structures:skiplist_test
   //tests/structures:skiplist_lincheck_test
   //tests/structures:skiplist_two_node_test
+  //tests/structures:named_test
 )
 # One guest, several processes: label@npN runs under `mpirun -np N`.
 MPI_TESTS=(
@@ -62,6 +63,8 @@ MPI_TESTS=(
   //tests/structures:hash_map_two_node_test@np2
   //tests/structures:queue_two_node_test@np2
   //tests/structures:skiplist_two_node_test@np2
+  //tests/structures:named_multi_process_test@np2
+  //tests/structures:named_multi_process_test@np3
 )
 # Two guests joined by a UDP link; every binary runs in both guests.
 TWO_GUEST_TESTS=(
@@ -69,6 +72,7 @@ TWO_GUEST_TESTS=(
   //tests/structures:hash_map_two_node_test
   //tests/structures:queue_two_node_test
   //tests/structures:skiplist_two_node_test
+  //tests/structures:named_multi_process_test
 )
 # ---------------------------------------------------------------------------
 
