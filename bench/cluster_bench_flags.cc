@@ -106,8 +106,8 @@ const std::vector<Flag>& Flags() {
          return s;
        }},
       {"fabric", "soft|verbs|auto",
-       "the NIC. auto: verbs for one node per process; in process, verbs when this machine has an\n"
-       "RDMA device, else the soft NIC. Default auto",
+       "the NIC. auto: for one node per process, $RDMADS_FABRIC if set, else verbs; in process,\n"
+       "verbs when this machine has an RDMA device, else the soft NIC. Default auto",
        [](absl::string_view v, Config& c) -> absl::Status {
          absl::StatusOr<rdma::FabricKind> k = rdma::ParseFabricKind(v);
          if (!k.ok()) return Bad("fabric", v, k.status().message());
