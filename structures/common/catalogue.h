@@ -3,7 +3,7 @@
 
 // The catalogue of named structures: how every process of a cluster finds a
 // structure by name, whichever process created it and in whatever order
-// (docs/design.md §9, "Structures by name").
+// (docs/design.md §9.1, "Structures by name").
 //
 //   NamedSpec spec{.name = "sessions", .kind = StructureKind::kHashMap,
 //                  .value_bytes = 16, .options = "groups_per_node=1024 ...",

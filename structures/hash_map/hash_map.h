@@ -5,16 +5,17 @@
 // values, living in the registered arenas of a cluster's nodes and usable by
 // any thread on any node. Linearizable for any mix of paths.
 //
-//   ASSIGN_OR_RETURN(auto map, structures::HashMap<Value>::Create(*cluster, {.groups_per_node = 4096}));
-//   ASSIGN_OR_RETURN(auto client, map.NewClient(node, session.get()));  // per thread
+//   ASSIGN_OR_RETURN(auto map, structures::HashMap<Value>::Open(*cluster, "sessions", {.groups_per_node = 4096}));
+//   ASSIGN_OR_RETURN(auto client, map.NewClient(*thread));  // thread = cluster->ThisThread()
 //   absl::StatusOr<std::optional<Value>> prev = client->Put(key, value);
 //   absl::StatusOr<std::optional<Value>> v = client->Get(key);
 //
-// A multi-process service calls Create(connector, {&my_node}, options) in
-// each process, for the nodes it hosts.
+// Open creates the map or attaches to it by name, in any process and any
+// order (structures/common/catalogue.h); Create(cluster, options) makes an
+// unnamed map over an in-process cluster's nodes.
 //
 // Contract. A client is one thread's (with that thread's Session); the map
-// is move-only, owns the parts it created, and is destroyed after its
+// is move-only, owns the unnamed parts it created, and is destroyed after its
 // clients and before its nodes. Paths (rdma/path.h): native when the key's
 // home is the client's node (CPU loads and stores, 0 NIC ops uncontended),
 // loopback on request, remote otherwise (one-sided RDMA). Writers hold the

@@ -6,14 +6,16 @@
 // copyable values up to 56 bytes. Any thread on any node may enqueue to and
 // dequeue from any node's queue. Linearizable for any mix of paths.
 //
-//   ASSIGN_OR_RETURN(auto q, structures::Queue<Msg>::Create(*cluster, {.capacity = 4096}));
-//   ASSIGN_OR_RETURN(auto client, q.NewClient(node, session.get()));  // per thread
+//   ASSIGN_OR_RETURN(auto q, structures::Queue<Msg>::Open(*cluster, "jobs", {.capacity = 4096}));
+//   ASSIGN_OR_RETURN(auto client, q.NewClient(*thread));  // thread = cluster->ThisThread()
 //   absl::StatusOr<bool> in = client->Enqueue(/*home=*/0, msg);         // false: full
 //   absl::StatusOr<std::optional<Msg>> out = client->Dequeue(0);        // nullopt: empty
 //   absl::StatusOr<size_t> n = client->EnqueueBatch(0, msgs);           // a prefix, one lock hold
 //
-// Contract. A client is one thread's (with that thread's Session); the queue
-// is move-only, owns the rings it created and the native gates its native
+// Open creates the queue or attaches to it by name, in any process and order
+// (structures/common/catalogue.h); Create makes an unnamed one. Contract. A
+// client is one thread's (with that thread's Session); the queue is
+// move-only, owns the unnamed rings it created and the native gates its native
 // clients share, and is destroyed after its clients and before its nodes.
 // Producers serialize on a ring's tail ALock, consumers on its head ALock;
 // native threads take them through this process's native gate

@@ -7,14 +7,16 @@
 // of wide nodes (B-link leaves with towers, layout.h) in its arena. Any
 // thread on any node may use the whole map.
 //
-//   ASSIGN_OR_RETURN(auto map, structures::SkipList<Row>::Create(*cluster, {}));
-//   ASSIGN_OR_RETURN(auto client, map.NewClient(node, session.get()));  // per thread
+//   ASSIGN_OR_RETURN(auto map, structures::SkipList<Row>::Open(*cluster, "index"));  // by name
+//   ASSIGN_OR_RETURN(auto client, map.NewClient(*thread));  // thread = cluster->ThisThread()
 //   absl::StatusOr<std::optional<Row>> prev = client->Put(42, row);
 //   auto lb = client->LowerBound(40);     // smallest key >= 40, with its value
 //   auto some = client->Scan(0, 100);     // up to 100 pairs from key 0 on
 //
-// Contract. Thread safety: the map is shared; a Client is one thread's (with
-// that thread's own Session; null: native paths only). Ownership: the caller
+// Open creates the map or attaches to it, in any process, in any order
+// (structures/common/catalogue.h); Create(cluster, options) makes an unnamed
+// one over an in-process cluster's nodes. Contract. Thread safety: the map
+// is shared; a Client is one thread's (with that thread's own Session). Ownership: the caller
 // owns its clients; the cluster's nodes and the Session outlive them.
 // Linearizable for any mix of paths (Get, Contains, Put, Insert, Erase,
 // LowerBound); Scan is weakly consistent. Paths (rdma::Path): native (CPU
