@@ -157,7 +157,7 @@ absl::Status BuildMap(Env& env) {
   // replaced by another one.
   auto session = env.cluster->NewSession(kHome);
   if (!session.ok()) return session.status();
-  auto client = env.map->NewClient(env.cluster->node(kHome), session->get());
+  auto client = env.map->NewClient(**session);
   if (!client.ok()) return client.status();
   absl::Status error;
   size_t dropped = 0;
@@ -301,7 +301,7 @@ absl::Status BuildSweep(SweepEnv& sw, const std::vector<uint64_t>& keys) {
     fprintf(stderr, "hash_map_bench: building the %d %% load map\n", p);
     auto map = Map::Create(*sw.cluster, FixedOptions(keys.size(), p));
     if (!map.ok()) return map.status();
-    auto client = map->NewClient(sw.cluster->node(kHome), session->get());
+    auto client = map->NewClient(**session);
     if (!client.ok()) return client.status();
     size_t dropped = 0;
     for (uint64_t k : keys) {  // the main map's keys: the traces are shared
@@ -339,7 +339,7 @@ void BM_LoadSweep(benchmark::State& state, Kind kind, int load, Workload w) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
   }
-  auto client = sw.maps.at(load)->NewClient(sw.cluster->node(node), session->get());
+  auto client = sw.maps.at(load)->NewClient(**session);
   if (!client.ok()) {
     state.SkipWithError(client.status().ToString().c_str());
     return;
@@ -402,7 +402,7 @@ void BM_Grow(benchmark::State& state, GrowKind kind) {
     fresh = FreshKeys(*g_grow->map, inserts + inserts / 20, 0x9e0000u);
     if (kind == GrowKind::kMixed) {  // the reader's keys: the last 5 %, stored first
       auto s = g_grow->cluster->NewSession(kHome);
-      auto c = s.ok() ? g_grow->map->NewClient(g_grow->cluster->node(kHome), s->get())
+      auto c = s.ok() ? g_grow->map->NewClient(**s)
                       : absl::StatusOr<std::unique_ptr<MapClient>>(s.status());
       for (size_t i = inserts; c.ok() && i < fresh.size(); ++i) {
         if ((*c)->Put(fresh[i], MakeValue(fresh[i], 0)).ok()) g_grow->stored.push_back(fresh[i]);
@@ -421,7 +421,7 @@ void BM_Grow(benchmark::State& state, GrowKind kind) {
     if (client == nullptr) {  // first iteration: g_grow is set; not timed
       state.PauseTiming();
       auto s = g_grow->cluster->NewSession(node);
-      auto c = s.ok() ? g_grow->map->NewClient(g_grow->cluster->node(node), s->get())
+      auto c = s.ok() ? g_grow->map->NewClient(**s)
                       : absl::StatusOr<std::unique_ptr<MapClient>>(s.status());
       state.ResumeTiming();
       if (!c.ok()) {
@@ -501,7 +501,7 @@ void BM_Map(benchmark::State& state, Kind kind, Workload w) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
   }
-  auto client = env.map->NewClient(env.cluster->node(node), session->get());
+  auto client = env.map->NewClient(**session);
   if (!client.ok()) {
     state.SkipWithError(client.status().ToString().c_str());
     return;

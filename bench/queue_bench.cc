@@ -293,7 +293,7 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
     own = std::make_unique<Queue>(std::move(*q));
     queue = own.get();
   }
-  auto client = queue->NewClient(env.cluster->node(node), session->get());
+  auto client = queue->NewClient(**session);
   if (!client.ok()) {
     state.SkipWithError(client.status().ToString().c_str());
     return;

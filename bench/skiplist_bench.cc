@@ -198,7 +198,7 @@ absl::Status Build(Env& env) {
   auto map = Map::Create(*env.cluster, so);
   if (!map.ok()) return map.status();
   env.map = std::make_unique<Map>(std::move(*map));
-  auto client = env.map->NewClient(env.cluster->node(kHome), nullptr);
+  auto client = env.map->NewClient(env.cluster->node(kHome));
   if (!client.ok()) return client.status();
   absl::Status error;
   env.keys = bench::MakeKeys(g_num_keys, 42, [&](uint64_t k) {
@@ -357,7 +357,7 @@ void BM(benchmark::State& state, Kind kind, Mix mix, KeyDist dist) {
   const rdma::NodeId node = kind == Kind::kRemote ? kOther : kHome;
   auto session = env.cluster->NewSession(node);
   if (!session.ok()) return state.SkipWithError(session.status().ToString().c_str());
-  auto client = env.map->NewClient(env.cluster->node(node), session->get());
+  auto client = env.map->NewClient(**session);
   if (!client.ok()) return state.SkipWithError(client.status().ToString().c_str());
   MapTarget t{**client, kind == Kind::kLoopback ? structures::Path::kLoopback : structures::Path::kAuto};
   if (kind != Kind::kNative) {

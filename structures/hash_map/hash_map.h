@@ -138,22 +138,15 @@ class BasicHashMap : public CreateOnCluster<BasicHashMap<V, Checks>, HashMapOpti
 
   // A client for the calling thread, from its handle on the cluster
   // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
-  // session for the NIC paths. Same as NewClient(thread.node(), &thread).
+  // session for the NIC paths. It allocates its lock descriptors in that
+  // node's arena; the session outlives it, and the structure outlives its use.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Session& thread) const {
-    return NewClient(thread.node(), &thread);
+    return NewClientOn(thread.node(), &thread);
   }
-
-  // A client for the calling thread, living on `node` (hosted by this
-  // process), using `session` (that thread's own Session on `node`) for the
-  // NIC paths. `session` may be null for a client that only takes native
-  // paths. The client allocates one ALock descriptor line in `node`'s arena.
-  // `node` must outlive it; the map must outlive its use.
-  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    // A splitter holds the directory lock and every unit lock of a segment.
-    locks::ClientOptions lock_options = StructureClient::TwoLocks();
-    if (g_.can_grow()) lock_options.max_held = std::max<size_t>(2, g_.segment_units + 1);
-    return MakeClient<Client>(parts_, node, session, lock_options, g_);
-  }
+  // A client that takes only native paths, on `node` (hosted by this
+  // process): without a Session, an operation whose key is homed on another
+  // node, or that asks for a NIC path, is FailedPrecondition.
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node) const { return NewClientOn(node, nullptr); }
 
   rdma::NodeId HomeOf(uint64_t key) const { return Place(key).node; }
   // Slots at creation, and the most the map can grow to.
@@ -183,6 +176,18 @@ class BasicHashMap : public CreateOnCluster<BasicHashMap<V, Checks>, HashMapOpti
   rdma::RemotePtr PartBase(rdma::NodeId n) const { return parts_.local_base(n); }
 
  private:
+  // A client for the calling thread, living on `node` (hosted by this
+  // process), using `session` (that thread's own Session on `node`) for the
+  // NIC paths. `session` may be null for a client that only takes native
+  // paths. The client allocates one ALock descriptor line in `node`'s arena.
+  // `node` must outlive it; the map must outlive its use.
+  absl::StatusOr<std::unique_ptr<Client>> NewClientOn(rdma::Node& node, rdma::Session* session) const {
+    // A splitter holds the directory lock and every unit lock of a segment.
+    locks::ClientOptions lock_options = StructureClient::TwoLocks();
+    if (g_.can_grow()) lock_options.max_held = std::max<size_t>(2, g_.segment_units + 1);
+    return MakeClient<Client>(parts_, node, session, lock_options, g_);
+  }
+
   BasicHashMap(PartDirectory parts, const HashMapOptions& options) : parts_(std::move(parts)), g_(GeometryOf(options)) {}
 
   // max_groups_per_node with its default (0: 4 x groups_per_node) applied.

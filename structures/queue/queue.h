@@ -119,19 +119,15 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
 
   // A client for the calling thread, from its handle on the cluster
   // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
-  // session for the NIC paths. Same as NewClient(thread.node(), &thread).
+  // session for the NIC paths. It allocates its lock descriptors in that
+  // node's arena; the session outlives it, and the structure outlives its use.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Session& thread) const {
-    return NewClient(thread.node(), &thread);
+    return NewClientOn(thread.node(), &thread);
   }
-
-  // A client for the calling thread on `node` (hosted by this process) with
-  // `session`, that thread's own Session there (null: native paths only).
-  // Allocates one ALock descriptor line in `node`'s arena.
-  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    locks::ClientOptions lock_options = StructureClient::OneLock();
-    lock_options.timeout = lock_timeout_;
-    return MakeClient<Client>(parts_, node, session, lock_options, capacity_, gates_);
-  }
+  // A client that takes only native paths, on `node` (hosted by this
+  // process): without a Session, an operation whose key is homed on another
+  // node, or that asks for a NIC path, is FailedPrecondition.
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node) const { return NewClientOn(node, nullptr); }
 
   uint64_t capacity() const { return capacity_; }
   // Times this process's native threads parked at its rings' gates
@@ -146,6 +142,15 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   uint64_t part_bytes() const { return L{capacity_}.part_bytes(); }
 
  private:
+  // A client for the calling thread on `node` (hosted by this process) with
+  // `session`, that thread's own Session there (null: native paths only).
+  // Allocates one ALock descriptor line in `node`'s arena.
+  absl::StatusOr<std::unique_ptr<Client>> NewClientOn(rdma::Node& node, rdma::Session* session) const {
+    locks::ClientOptions lock_options = StructureClient::OneLock();
+    lock_options.timeout = lock_timeout_;
+    return MakeClient<Client>(parts_, node, session, lock_options, capacity_, gates_);
+  }
+
   static absl::StatusOr<BasicQueue> Build(const PartSource& source, const QueueOptions& options) {
     if (options.capacity < queue_internal::kMinCapacity || options.capacity > queue_internal::kMaxCapacity) {
       return absl::InvalidArgumentError(absl::StrCat("Queue: capacity ", options.capacity, " out of range ",

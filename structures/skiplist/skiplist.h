@@ -115,22 +115,15 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
 
   // A client for the calling thread, from its handle on the cluster
   // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
-  // session for the NIC paths. Same as NewClient(thread.node(), &thread).
+  // session for the NIC paths. It allocates its lock descriptors in that
+  // node's arena; the session outlives it, and the structure outlives its use.
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Session& thread) const {
-    return NewClient(thread.node(), &thread);
+    return NewClientOn(thread.node(), &thread);
   }
-
-  // A client for the calling thread on `node` (hosted by this process) with
-  // `session`, that thread's own Session there (null: native paths only).
-  // Allocates two ALock descriptor lines in `node`'s arena (a split holds a
-  // node's lock and the allocator's).
-  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node, rdma::Session* session) const {
-    locks::ClientOptions lock_options = StructureClient::OneLock();
-    lock_options.max_held = 2;
-    lock_options.timeout = options_.lock_timeout;
-    return MakeClient<Client>(parts_, node, session, lock_options, options_.split_keys, options_.part_bytes,
-                              options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
-  }
+  // A client that takes only native paths, on `node` (hosted by this
+  // process): without a Session, an operation whose key is homed on another
+  // node, or that asks for a NIC path, is FailedPrecondition.
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node) const { return NewClientOn(node, nullptr); }
 
   int num_nodes() const { return parts_.num_nodes(); }
   const std::vector<uint64_t>& split_keys() const { return options_.split_keys; }
@@ -138,6 +131,18 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
   uint64_t nodes_per_part() const { return L::NodesIn(options_.part_bytes); }
 
  private:
+  // A client for the calling thread on `node` (hosted by this process) with
+  // `session`, that thread's own Session there (null: native paths only).
+  // Allocates two ALock descriptor lines in `node`'s arena (a split holds a
+  // node's lock and the allocator's).
+  absl::StatusOr<std::unique_ptr<Client>> NewClientOn(rdma::Node& node, rdma::Session* session) const {
+    locks::ClientOptions lock_options = StructureClient::OneLock();
+    lock_options.max_held = 2;
+    lock_options.timeout = options_.lock_timeout;
+    return MakeClient<Client>(parts_, node, session, lock_options, options_.split_keys, options_.part_bytes,
+                              options_.cache_entries == 0 ? nodes_per_part() : options_.cache_entries);
+  }
+
   static absl::StatusOr<BasicSkipList> Build(const PartSource& source, const SkipListOptions& options) {
     const int n = source.num_nodes();
     SkipListOptions o = options;

@@ -28,7 +28,7 @@ Load Measure(rdma::Cluster& cluster, size_t groups, uint64_t seed) {
   o.max_groups_per_node = groups;  // no growth: the load at which a fixed-size map first says full
   auto map = HashMap<uint64_t>::Create(cluster, o);
   EXPECT_TRUE(map.ok()) << map.status();
-  auto c = map->NewClient(cluster.node(0), nullptr);
+  auto c = map->NewClient(cluster.node(0));
   EXPECT_TRUE(c.ok()) << c.status();
   std::mt19937_64 rng(seed);
   Load load;
@@ -108,7 +108,7 @@ TEST(HashMapCapacityTest, GrowingMapLoad) {
       segs0 = map->geometry().initial_segments();
       seg_units = map->geometry().segment_units;
       const size_t segment_slots = seg_units * HashMap<uint64_t>::kSlotsPerUnit;
-      auto c = map->NewClient(cluster->node(0), nullptr);
+      auto c = map->NewClient(cluster->node(0));
       ASSERT_TRUE(c.ok()) << c.status();
       std::mt19937_64 rng(2000 + s);
       size_t stored = 0;

@@ -211,7 +211,7 @@ struct Env {
       if (!s.ok()) return h;
       h.session = std::move(*s);
     }
-    auto c = map->NewClient(cluster->node(node), h.session.get());
+    auto c = h.session ? map->NewClient(*h.session) : map->NewClient(cluster->node(node));
     EXPECT_TRUE(c.ok()) << c.status();
     if (c.ok()) h.client = std::move(*c);
     return h;

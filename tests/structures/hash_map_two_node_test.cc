@@ -57,7 +57,7 @@ absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap&
   RETURN_IF_ERROR(boot.Barrier());  // both parts exist, every node is up
   auto session = rdma::Session::Create(node, conn);
   RETURN_IF_ERROR(session.status());
-  auto client_or = map->NewClient(node, session->get());
+  auto client_or = map->NewClient(**session);
   RETURN_IF_ERROR(client_or.status());
   HashMap<uint64_t>::Client& c = **client_or;
 
@@ -142,7 +142,7 @@ absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap&
   auto grow = HashMap<uint64_t>::Create(conn, local, go);  // second allocation on both: same offset
   RETURN_IF_ERROR(grow.status());
   RETURN_IF_ERROR(boot.Barrier());
-  auto gclient_or = grow->NewClient(node, session->get());
+  auto gclient_or = grow->NewClient(**session);
   RETURN_IF_ERROR(gclient_or.status());
   HashMap<uint64_t>::Client& g = **gclient_or;
   constexpr uint64_t kGrowKeys = 240;  // per node: ~10x the initial 2 x 24 slots in all

@@ -87,9 +87,9 @@ absl::Status UseEveryPart(rdma::Node& node, rdma::Connector& peers, rdma::Bootst
   ASSIGN_OR_RETURN(Parts parts, CreateParts(node, peers));
   RETURN_IF_ERROR(boot.Barrier());
   ASSIGN_OR_RETURN(auto session, rdma::Session::Create(node, peers));
-  ASSIGN_OR_RETURN(auto map, parts.map.NewClient(node, session.get()));
-  ASSIGN_OR_RETURN(auto ordered, parts.ordered.NewClient(node, session.get()));
-  ASSIGN_OR_RETURN(auto queue, parts.queue.NewClient(node, session.get()));
+  ASSIGN_OR_RETURN(auto map, parts.map.NewClient(*session));
+  ASSIGN_OR_RETURN(auto ordered, parts.ordered.NewClient(*session));
+  ASSIGN_OR_RETURN(auto queue, parts.queue.NewClient(*session));
 
   where = absl::StrCat("node ", me, " write");
   std::set<NodeId> homes, ordered_homes;
@@ -144,9 +144,9 @@ absl::Status SurviveAKill(rdma::Node& node, rdma::Connector& peers, rdma::Bootst
   ASSIGN_OR_RETURN(Parts parts, CreateParts(node, peers));
   RETURN_IF_ERROR(boot.Barrier());
   ASSIGN_OR_RETURN(auto session, rdma::Session::Create(node, peers));
-  ASSIGN_OR_RETURN(auto map, parts.map.NewClient(node, session.get()));
-  ASSIGN_OR_RETURN(auto ordered, parts.ordered.NewClient(node, session.get()));
-  ASSIGN_OR_RETURN(auto queue, parts.queue.NewClient(node, session.get()));
+  ASSIGN_OR_RETURN(auto map, parts.map.NewClient(*session));
+  ASSIGN_OR_RETURN(auto ordered, parts.ordered.NewClient(*session));
+  ASSIGN_OR_RETURN(auto queue, parts.queue.NewClient(*session));
   for (uint64_t k = me; k < kKeys; k += n) {
     RETURN_IF_ERROR(map->Put(k, ValueOf(me, k)).status());
     RETURN_IF_ERROR(ordered->Put(OrderedKey(n, k), ValueOf(me, k)).status());

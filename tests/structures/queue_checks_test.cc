@@ -121,7 +121,7 @@ TEST(QueueChecks, FullSpeedNativeProducersAndConsumersWithNicThreads) {
     const int pid = w.producer ? next_producer++ : -1;
     threads.emplace_back([&, t, w, pid] {
       auto session = cluster->NewSession(w.node);
-      auto client = session.ok() ? q->NewClient(cluster->node(w.node), session->get())
+      auto client = session.ok() ? q->NewClient(**session)
                                  : absl::StatusOr<std::unique_ptr<Queue<Val>::Client>>(session.status());
       ready.fetch_add(1);
       while (ready.load() < static_cast<int>(workers.size())) std::this_thread::yield();
@@ -265,13 +265,13 @@ class QueueSeqWordTest : public ::testing::Test {
     auto q = Queue<Val>::Create(*cluster_, qo);
     ASSERT_TRUE(q.ok()) << q.status();
     q_ = std::make_unique<Queue<Val>>(std::move(*q));
-    auto c = q_->NewClient(cluster_->node(0), nullptr);  // native only
+    auto c = q_->NewClient(cluster_->node(0));  // native only
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(*c);
     auto session = cluster_->NewSession(0);
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = std::move(*session);
-    auto nic = q_->NewClient(cluster_->node(0), session_.get());  // loopback too
+    auto nic = q_->NewClient(*session_);  // loopback too
     ASSERT_TRUE(nic.ok()) << nic.status();
     nic_client_ = std::move(*nic);
     auto ring = RingWords::Find(cluster_->node(0), *client_, capacity);

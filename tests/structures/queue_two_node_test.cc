@@ -53,7 +53,7 @@ absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap&
   ASSIGN_OR_RETURN(auto q, Queue<uint64_t>::Create(conn, local, o));
   RETURN_IF_ERROR(boot.Barrier());  // both rings exist, every node is up
   ASSIGN_OR_RETURN(auto session, rdma::Session::Create(node, conn));
-  ASSIGN_OR_RETURN(auto client, q.NewClient(node, session.get()));
+  ASSIGN_OR_RETURN(auto client, q.NewClient(*session));
 
   where = absl::StrCat("node ", me, " enqueue");
   for (uint64_t i = 0; i < kPerNode; ++i) {

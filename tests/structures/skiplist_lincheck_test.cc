@@ -176,11 +176,11 @@ TEST_P(SkipListLincheckTest, ScanIsWeaklyConsistent) {
   for (uint64_t k = 0; k < 3000; k += 10) stable.push_back(k);
   for (uint64_t k = 5; k < 3000; k += 10) volatile_keys.push_back(k);
   {
-    auto c = map->NewClient(cluster->node(0), nullptr);
+    auto c = map->NewClient(cluster->node(0));
     ASSERT_TRUE(c.ok());
     auto s1 = cluster->NewSession(0);
     ASSERT_TRUE(s1.ok());
-    auto cr = map->NewClient(cluster->node(0), s1->get());
+    auto cr = map->NewClient(**s1);
     ASSERT_TRUE(cr.ok());
     for (uint64_t k : stable) ASSERT_TRUE((*cr)->Put(k, value_of(k)).ok()) << k;
   }
@@ -219,7 +219,7 @@ TEST_P(SkipListLincheckTest, ScanIsWeaklyConsistent) {
     threads.emplace_back([&, w] {
       auto s = cluster->NewSession(writers[w].node);
       if (!s.ok()) return fail(s.status().ToString());
-      auto c = map->NewClient(cluster->node(writers[w].node), s->get());
+      auto c = map->NewClient(**s);
       if (!c.ok()) return fail(c.status().ToString());
       uint64_t seen = 0;
       for (size_t i = w; i < volatile_keys.size(); i += writers.size()) {
@@ -238,7 +238,7 @@ TEST_P(SkipListLincheckTest, ScanIsWeaklyConsistent) {
     threads.emplace_back([&, t] {
       auto s = cluster->NewSession(scanners[t].node);
       if (!s.ok()) return fail(s.status().ToString());
-      auto c = map->NewClient(cluster->node(scanners[t].node), s->get());
+      auto c = map->NewClient(**s);
       if (!c.ok()) return fail(c.status().ToString());
       std::mt19937_64 rng(t);
       while (!stop.load()) {

@@ -62,8 +62,8 @@ bool MakeDirected(uint64_t split, bool byte_copies, Directed<Checks>* d) {
   if (!map.ok() || !s1.ok()) return false;
   d->map.emplace(std::move(*map));
   d->session = std::move(*s1);
-  auto native = d->map->NewClient(d->cluster->node(0), nullptr);
-  auto remote = d->map->NewClient(d->cluster->node(1), d->session.get());
+  auto native = d->map->NewClient(d->cluster->node(0));
+  auto remote = d->map->NewClient(*d->session);
   EXPECT_TRUE(native.ok() && remote.ok()) << native.status() << " " << remote.status();
   if (!native.ok() || !remote.ok()) return false;
   d->native = std::move(*native);
@@ -179,7 +179,7 @@ bool ReaderFindsKeysAfterReclamation() {
     for (uint64_t k = base; k < base + 16; ++k) ok(native->Erase(k).status());
     // A fresh client (no remembered locations) puts the key: it descends to
     // the predecessor, which owns the key now.
-    auto fresh = d.map->NewClient(d.cluster->node(0), nullptr);
+    auto fresh = d.map->NewClient(d.cluster->node(0));
     if (!ok(fresh.status())) break;
     ok((*fresh)->Put(base + 7, v).status());
     auto g = remote->Get(base + 7);

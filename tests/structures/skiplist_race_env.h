@@ -117,7 +117,7 @@ struct Env {
 
  private:
   Client* Add(rdma::NodeId node, rdma::Session* s) {
-    auto c = map->NewClient(cluster->node(node), s);
+    auto c = s != nullptr ? map->NewClient(*s) : map->NewClient(cluster->node(node));
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return nullptr;
     clients.push_back(std::move(*c));

@@ -70,9 +70,9 @@ void RunPausedSplit(Path reader_path, absl::Duration grace, Outcome* out) {
   auto s1 = e.cluster->NewSession(0);
   auto s2 = e.cluster->NewSession(0);
   ASSERT_TRUE(s1.ok() && s2.ok());
-  auto writer = map->NewClient(e.cluster->node(0), e.session.get());
-  auto stale = map->NewClient(e.cluster->node(0), s1->get());
-  auto fresh = map->NewClient(e.cluster->node(0), s2->get());
+  auto writer = map->NewClient(*e.session);
+  auto stale = map->NewClient(**s1);
+  auto fresh = map->NewClient(**s2);
   ASSERT_TRUE(writer.ok() && stale.ok() && fresh.ok());
   auto put = [&](uint64_t k) { ASSERT_TRUE((*writer)->Put(k, k, Path::kNative).ok()) << k; };
   // 17 keys into the 16-entry head: it splits at 9, node N owns [9, end).

@@ -59,11 +59,11 @@ TEST_P(SkipListPathTest, SequentialMatchesStdMap) {
   auto s1 = e.cluster->NewSession(1);
   ASSERT_TRUE(s1.ok()) << s1.status();
   const bool remote = path == Path::kRemote;
-  auto c = remote ? map->NewClient(e.cluster->node(1), s1->get()) : map->NewClient(e.cluster->node(0), e.session.get());
+  auto c = remote ? map->NewClient(**s1) : map->NewClient(*e.session);
   ASSERT_TRUE(c.ok()) << c.status();
   const Path p = remote ? Path::kAuto : path;
   // Node 1's range gets a few keys (natively) so ordered reads cross over.
-  auto c1 = map->NewClient(e.cluster->node(1), s1->get());
+  auto c1 = map->NewClient(**s1);
   ASSERT_TRUE(c1.ok());
   std::map<uint64_t, Row> model;
   for (uint64_t k = kSplit; k < kSplit + 200; k += 7) {
@@ -160,11 +160,11 @@ TEST_P(SkipListTest, ManyKeysBuildTowers) {
   o.part_bytes = 8 << 20;
   auto map = Map::Create(*e.cluster, o);
   ASSERT_TRUE(map.ok()) << map.status();
-  auto native = map->NewClient(e.cluster->node(0), e.session.get());
+  auto native = map->NewClient(*e.session);
   ASSERT_TRUE(native.ok());
   auto s1 = e.cluster->NewSession(1);
   ASSERT_TRUE(s1.ok());
-  auto remote = map->NewClient(e.cluster->node(1), s1->get());
+  auto remote = map->NewClient(**s1);
   ASSERT_TRUE(remote.ok());
   constexpr uint64_t kKeys = 6000;
   for (uint64_t i = 0; i < kKeys; ++i) {
@@ -197,7 +197,7 @@ TEST_P(SkipListTest, ExtremeKeysAndSplitPoints) {
   o.part_bytes = 1 << 20;
   auto map = Map::Create(*e.cluster, o);
   ASSERT_TRUE(map.ok()) << map.status();
-  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c = map->NewClient(*e.session);
   ASSERT_TRUE(c.ok());
   for (uint64_t k : {uint64_t{0}, uint64_t{99}, uint64_t{100}, uint64_t{199}, uint64_t{200}, UINT64_MAX}) {
     ASSERT_TRUE((*c)->Insert(k, MakeRow(k)).ok()) << k;
@@ -243,12 +243,12 @@ TEST_P(SkipListTest, BadInput) {
   EXPECT_EQ(Map::Create(*e.cluster, o).status().code(), absl::StatusCode::kResourceExhausted);
   auto map = Map::Create(*e.cluster, TwoRanges());
   ASSERT_TRUE(map.ok());
-  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c = map->NewClient(*e.session);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->Scan(0, 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*c)->Get(5, Path::kRemote).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*c)->Get(kSplit + 5, Path::kNative).status().code(), absl::StatusCode::kInvalidArgument);
-  auto nosession = map->NewClient(e.cluster->node(0), nullptr);
+  auto nosession = map->NewClient(e.cluster->node(0));
   ASSERT_TRUE(nosession.ok());
   EXPECT_EQ((*nosession)->Get(kSplit + 5).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE((*nosession)->Put(5, MakeRow(5)).ok());
@@ -267,7 +267,7 @@ TEST_P(SkipListTest, EraseHeavyRunReusesEntries) {
   o.part_bytes = 1 << 20;
   auto map = Map::Create(*e.cluster, o);
   ASSERT_TRUE(map.ok());
-  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c = map->NewClient(*e.session);
   ASSERT_TRUE(c.ok());
   std::mt19937_64 rng(3);
   std::map<uint64_t, Row> model;
@@ -300,10 +300,10 @@ TEST_P(SkipListTest, EmptiedNodesAreReclaimedAndReused) {
   o.part_bytes = skiplist_internal::kNodesOffset + 64 * Map::kNodeBytes;
   auto map = Map::Create(*e.cluster, o);
   ASSERT_TRUE(map.ok()) << map.status();
-  auto native = map->NewClient(e.cluster->node(0), e.session.get());
+  auto native = map->NewClient(*e.session);
   auto s1 = e.cluster->NewSession(1);
   ASSERT_TRUE(native.ok() && s1.ok());
-  auto remote = map->NewClient(e.cluster->node(1), s1->get());
+  auto remote = map->NewClient(**s1);
   ASSERT_TRUE(remote.ok());
   for (uint64_t round = 0; round < 6; ++round) {
     auto& c = round % 2 == 0 ? *native : *remote;
@@ -339,7 +339,7 @@ TEST_P(SkipListTest, FullPartIsResourceExhaustedNamingTheSize) {
   o.part_bytes = skiplist_internal::kNodesOffset + 4 * Map::kNodeBytes;  // the head + 3 nodes
   auto map = Map::Create(*e.cluster, o);
   ASSERT_TRUE(map.ok()) << map.status();
-  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c = map->NewClient(*e.session);
   ASSERT_TRUE(c.ok());
   absl::Status last;
   uint64_t k = 0;
@@ -360,7 +360,7 @@ TEST_P(SkipListTest, OperationCosts) {
   ASSERT_NE(e.session, nullptr);
   auto map = Map::Create(*e.cluster, TwoRanges());
   ASSERT_TRUE(map.ok());
-  auto c = map->NewClient(e.cluster->node(0), e.session.get());
+  auto c = map->NewClient(*e.session);
   ASSERT_TRUE(c.ok());
   auto cost = [](auto&& op) { return rdma::testing::CostOf(op); };
   auto print = [](const std::string& what, const rdma::OpCounters& o) { rdma::testing::PrintCost(what, o); };
@@ -381,7 +381,7 @@ TEST_P(SkipListTest, OperationCosts) {
        {std::tuple{"remote", rdma::NodeId{1}, Path::kAuto}, std::tuple{"loopback", rdma::NodeId{0}, Path::kLoopback}}) {
     auto s = e.cluster->NewSession(client_node);
     ASSERT_TRUE(s.ok());
-    auto rc = map->NewClient(e.cluster->node(client_node), s->get());
+    auto rc = map->NewClient(**s);
     ASSERT_TRUE(rc.ok());
     const std::string n = name;
     ASSERT_TRUE((*rc)->Get(7, path).ok());  // warm the location cache

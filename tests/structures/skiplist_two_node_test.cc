@@ -63,7 +63,7 @@ absl::Status RunNodeAt(rdma::Node& node, rdma::Connector& conn, rdma::Bootstrap&
   RETURN_IF_ERROR(boot.Barrier());
   auto session = rdma::Session::Create(node, conn);
   RETURN_IF_ERROR(session.status());
-  auto client_or = map->NewClient(node, session->get());
+  auto client_or = map->NewClient(**session);
   RETURN_IF_ERROR(client_or.status());
   SkipList<uint64_t>::Client& c = **client_or;
 

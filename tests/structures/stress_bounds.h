@@ -96,7 +96,7 @@ class StressCrew {
     auto session = cluster.NewSession(node);
     if (session.ok()) {
       m.session = std::move(*session);
-      auto client = structure.NewClient(cluster.node(node), m.session.get());
+      auto client = structure.NewClient(*m.session);
       if (client.ok()) {
         m.client = std::move(*client);
       } else {

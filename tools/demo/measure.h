@@ -68,7 +68,7 @@ absl::Status OnThread(rdma::Cluster& cluster, const Structure& structure, rdma::
     rdma::BindThisThreadToNode(node);
     status = [&]() -> absl::Status {
       ASSIGN_OR_RETURN(auto session, cluster.NewSession(node));
-      ASSIGN_OR_RETURN(auto client, structure.NewClient(cluster.node(node), session.get()));
+      ASSIGN_OR_RETURN(auto client, structure.NewClient(*session));
       return f(*client);
     }();
   });
