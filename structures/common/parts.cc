@@ -1,9 +1,26 @@
 #include "structures/common/parts.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
+#include <typeindex>
 
 namespace structures {
+namespace internal_parts {
+
+std::mutex& SharedStateMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::weak_ptr<void>& SharedStateSlot(const std::type_info& type, const void* node, uint64_t offset) {
+  using Key = std::tuple<std::type_index, const void*, uint64_t>;
+  static auto* slots = new std::map<Key, std::weak_ptr<void>>();  // never destroyed: used until exit
+  return (*slots)[Key(std::type_index(type), node, offset)];
+}
+
+}  // namespace internal_parts
 
 PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
   if (this != &other) {

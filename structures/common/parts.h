@@ -21,6 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <typeinfo>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +41,11 @@
 #include "structures/common/catalogue.h"
 
 namespace structures {
+namespace internal_parts {
+// ShareInProcess's registry (parts.cc).
+std::mutex& SharedStateMutex();
+std::weak_ptr<void>& SharedStateSlot(const std::type_info& type, const void* node, uint64_t offset);
+}  // namespace internal_parts
 
 class PartDirectory {
  public:
@@ -72,6 +80,10 @@ class PartDirectory {
                                                  const InitPart& init = nullptr);
 
   absl::string_view what() const { return what_; }
+  // True for a named structure's parts (OpenNamed), which others share.
+  bool named() const { return !owned_; }
+  // The parts' arena offset, the same on every node.
+  uint64_t part_offset() const { return part_offset_; }
   int num_nodes() const { return num_nodes_; }
   size_t part_bytes() const { return part_bytes_; }
   // Node n's part when this process created it, else null (another
@@ -130,6 +142,25 @@ class PartSource {
   StructureKind kind_;
   uint32_t value_bytes_;
 };
+
+// Per-process state of a structure's local parts that every object of one
+// named structure in this process must share (the queue's native gates: one
+// gate per lock, locks/native_gate.h). For named parts, the live state of
+// the same name made earlier in this process, else `make()`'s, kept while
+// any object holds it; for unnamed parts, `make()`'s. `make` returns
+// absl::StatusOr<std::shared_ptr<T>>.
+template <typename T, typename Make>
+absl::StatusOr<std::shared_ptr<T>> ShareInProcess(const PartDirectory& parts, Make make) {
+  if (!parts.named()) return make();
+  const void* node = nullptr;  // the first local node tells one cluster from another
+  for (int n = 0; n < parts.num_nodes() && node == nullptr; ++n) node = parts.local_node(static_cast<rdma::NodeId>(n));
+  std::lock_guard<std::mutex> l(internal_parts::SharedStateMutex());
+  std::weak_ptr<void>& slot = internal_parts::SharedStateSlot(typeid(T), node, parts.part_offset());
+  if (std::shared_ptr<void> live = slot.lock()) return std::static_pointer_cast<T>(live);
+  absl::StatusOr<std::shared_ptr<T>> made = make();
+  if (made.ok()) slot = *made;
+  return made;
+}
 
 // What every structure whose parts hold ALocks checks at creation:
 // `budgets` in 1..locks::kMaxBudget (InvalidArgument, naming `what`), and

@@ -106,7 +106,9 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   // (structures/common/catalogue.h). Errors: Create's, and
   // FailedPrecondition when `name` exists as another structure, value size
   // or options (naming both), ResourceExhausted when the catalogue or the
-  // cluster's named_bytes is full.
+  // cluster's named_bytes is full. Every Open of one name in this process
+  // shares the first's native gates (and so its lock_timeout and
+  // native_park for native threads): one gate per lock.
   static absl::StatusOr<BasicQueue> Open(rdma::Cluster& cluster, absl::string_view name,
                                          const QueueOptions& options = {}) {
     return Build(PartSource::Named(cluster, name, StructureKind::kQueue, sizeof(V)), options);
@@ -180,21 +182,27 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
                               });
     if (!parts.ok()) return parts.status();
     // One native gate per local ring and side: what this process's native
-    // clients share (locks/native_gate.h).
-    auto gates = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(source.num_nodes()));
-    locks::ClientOptions lock_options;
-    lock_options.timeout = options.lock_timeout;
-    for (rdma::Node* node : source.local_nodes()) {
-      const rdma::RemotePtr base = parts->local_base(node->id());
-      for (const bool producer : {true, false}) {
-        absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
-            locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), lock_options,
-                                      {.park = options.native_park});
-        if (!gate.ok()) return gate.status();
-        (*gates)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
-      }
-    }
-    return BasicQueue(std::move(*parts), std::move(gates), options);
+    // clients share (locks/native_gate.h), and so every Queue object of one
+    // named queue in this process.
+    absl::StatusOr<std::shared_ptr<queue_internal::NativeGates>> gates = ShareInProcess<queue_internal::NativeGates>(
+        *parts, [&]() -> absl::StatusOr<std::shared_ptr<queue_internal::NativeGates>> {
+          auto made = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(source.num_nodes()));
+          locks::ClientOptions lock_options;
+          lock_options.timeout = options.lock_timeout;
+          for (rdma::Node* node : source.local_nodes()) {
+            const rdma::RemotePtr base = parts->local_base(node->id());
+            for (const bool producer : {true, false}) {
+              absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
+                  locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), lock_options,
+                                            {.park = options.native_park});
+              if (!gate.ok()) return gate.status();
+              (*made)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
+            }
+          }
+          return made;
+        });
+    if (!gates.ok()) return gates.status();
+    return BasicQueue(std::move(*parts), std::move(*gates), options);
   }
   // What a named queue's processes must agree on (catalogue.h).
   static std::string OptionsText(const QueueOptions& o) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -234,6 +235,62 @@ TEST_P(NamedTest, RacingCreatorsMakeOneStructure) {
       EXPECT_EQ(**v, static_cast<uint64_t>(i) * 3);
     }
   }
+}
+
+// Two Queue objects of one name in one process take the rings' locks
+// through one native gate per lock: native threads of both never hold a
+// ring end at once, so every value comes out exactly once.
+TEST_P(NamedTest, OneNameOpenedTwiceInAProcessSharesItsNativeGates) {
+  auto c = Make(2);
+  ASSERT_NE(c, nullptr);
+  QueueOptions o;
+  o.capacity = 64;
+  constexpr int kThreads = 2;
+  constexpr uint64_t kValues = 20000;  // per thread
+  std::vector<std::vector<uint64_t>> out(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto q = Queue<uint64_t>::Open(*c, "shared", o);  // each thread its own object
+      ASSERT_TRUE(q.ok()) << q.status();
+      auto client = q->NewClient(c->node(0));
+      ASSERT_TRUE(client.ok()) << client.status();
+      for (uint64_t v = 0; v < kValues; ++v) {
+        const uint64_t value = (uint64_t{1} + t) << 32 | v;
+        for (;;) {
+          auto in = (*client)->Enqueue(0, value);
+          ASSERT_TRUE(in.ok()) << in.status();
+          if (*in) break;
+          std::this_thread::yield();
+        }
+        auto got = (*client)->Dequeue(0);
+        ASSERT_TRUE(got.ok()) << got.status();
+        if (got->has_value()) out[t].push_back(**got);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto q = Queue<uint64_t>::Open(*c, "shared", o);
+  ASSERT_TRUE(q.ok());
+  auto client = q->NewClient(c->node(0));
+  ASSERT_TRUE(client.ok());
+  std::set<uint64_t> seen;
+  size_t total = 0;
+  auto note = [&](uint64_t v) {
+    ++total;
+    EXPECT_TRUE(seen.insert(v).second) << "value " << v << " dequeued twice";
+  };
+  for (const auto& o_t : out) {
+    for (uint64_t v : o_t) note(v);
+  }
+  for (;;) {
+    auto got = (*client)->Dequeue(0);
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (!got->has_value()) break;
+    note(**got);
+  }
+  EXPECT_EQ(total, kThreads * kValues);
+  EXPECT_EQ(seen.size(), kThreads * kValues);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, NamedTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()));
