@@ -30,7 +30,7 @@ static_assert(kOptionsWord + kOptionsWords < kSumWord);
 
 constexpr uint64_t kLockOffset = 0;
 constexpr uint64_t kHeaderOffset = 64;  // word 0: next free offset (0: none used yet); word 1: entries used
-constexpr uint64_t kEntriesOffset = 128;
+constexpr uint64_t kEntriesOffset = Catalogue::kEntriesOffset;
 constexpr uint64_t kFirstPart = (Catalogue::kBytes + 4095) & ~uint64_t{4095};
 
 using EntryWords = std::array<uint64_t, kWords>;

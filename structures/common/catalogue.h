@@ -71,9 +71,9 @@ struct Catalogue {
   static constexpr int kEntries = 64;
   static constexpr size_t kMaxName = 47;
   static constexpr size_t kMaxOptions = 127;
-  static constexpr size_t kEntryBytes = 256;
-  // The lock line, the header line, the entries.
-  static constexpr size_t kBytes = 128 + kEntries * kEntryBytes;
+  static constexpr size_t kEntryBytes = 256;  // the name first, NUL-padded
+  static constexpr size_t kEntriesOffset = 128;  // after the lock line and the header line
+  static constexpr size_t kBytes = kEntriesOffset + kEntries * kEntryBytes;
 };
 
 // Writes a new part's initial contents on `node` at `part` with CPU stores.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -235,6 +236,23 @@ TEST_P(NamedTest, RacingCreatorsMakeOneStructure) {
       EXPECT_EQ(**v, static_cast<uint64_t>(i) * 3);
     }
   }
+}
+
+// An entry whose checksum does not match (one being written, as a lookup
+// may READ it) is never used: not by the lock-free lookup, and under the lock
+// it is DataLoss. Planted here by copying a whole entry and renaming it.
+TEST_P(NamedTest, ATornEntryIsNeverUsed) {
+  auto c = Make(2);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(Queue<uint64_t>::Open(*c, "whole").ok());
+  char* table = reinterpret_cast<char*>(c->node(0).reserved().address()) + structures::Catalogue::kEntriesOffset;
+  char* planted = table + 5 * structures::Catalogue::kEntryBytes;  // an unused entry
+  std::memcpy(planted, table, structures::Catalogue::kEntryBytes);
+  std::memcpy(planted, "torn\0", 6);  // the checksum is now wrong
+  auto torn = Queue<uint64_t>::Open(*c, "torn");
+  EXPECT_EQ(torn.status().code(), absl::StatusCode::kDataLoss) << torn.status();
+  // The whole entry is still found.
+  EXPECT_TRUE(Queue<uint64_t>::Open(*c, "whole").ok());
 }
 
 // Two Queue objects of one name in one process take the rings' locks
