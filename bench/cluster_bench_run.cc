@@ -88,6 +88,12 @@ absl::Status RunCells(rdma::Cluster& cluster, const Config& config, const Struct
   Say(cluster, "loading %d keys into each map (each node its own)...", static_cast<int64_t>(config.keys));
   RETURN_IF_ERROR(Agree(cluster, t.Each([](Worker& w) { return w.Preload(); }), "loading the keys"));
   Say(cluster, "loaded in %.1f s", Since(load_start));
+  if (st.ordered) {
+    const Clock::time_point scan_start = Clock::now();
+    Say(cluster, "every client scans the whole ordered map once (checks it, fills its leaf cache)...");
+    RETURN_IF_ERROR(Agree(cluster, t.Each([](Worker& w) { return w.ScanAll(); }), "scanning the ordered map"));
+    Say(cluster, "scanned in %.1f s", Since(scan_start));
+  }
 
   const std::vector<Cell> cells = CellsOf(config);
   std::vector<std::string> names;

@@ -112,10 +112,10 @@ if len(names) != 14 or set(names) != want:
     bad.append(f"rows {sorted(names)} != {sorted(want)}")
 # The uncontended remote costs (bench/cluster_bench_costs.cc) are the lower
 # bounds: a map get 2 / put 9 NIC ops (6 for the few keys whose windows share
-# a unit), an ordered-map get 1 / put 8, a queue pair 16. Lock waits add some;
-# an ordered-map client whose leaf cache is still cold (a slow run, e.g. under
-# TSan, that saw few keys in its warm-up) descends the towers: a few READs more.
-remote_nic = {"map/get50_put50": (5.0, 7.5), "skiplist/get50_put50": (4.5, 30), "queue/enq_deq": (16, 32),
+# a unit), an ordered-map get 1 / put 8 (its clients' leaf caches are full
+# after cluster_bench's first Scan of the whole map), a queue pair 16. Lock
+# waits and a Scan's reads past its start add some.
+remote_nic = {"map/get50_put50": (5.0, 7.5), "skiplist/get50_put50": (4.5, 7), "queue/enq_deq": (16, 32),
               "skiplist/scan95_insert5": (1.5, 40)}
 for r in rows:
     n = r["name"]
@@ -131,7 +131,7 @@ for r in rows:
         if r["local_pct"] != 0:
             bad.append(f"{n}: local_pct {r['local_pct']} != 0")
         lo, hi = next(v for k, v in remote_nic.items() if f"/{k}/" in n)
-        if not lo * 0.98 <= r["nic_ops/op"] <= hi:
+        if not lo * 0.95 <= r["nic_ops/op"] <= hi:  # a short run's mix is within a few % of its share
             bad.append(f"{n}: {r['nic_ops/op']} NIC ops per op, expected {lo}..{hi}")
         if not 0 < r["round_trips/op"] <= r["nic_ops/op"]:
             bad.append(f"{n}: round trips per op {r['round_trips/op']}")

@@ -78,6 +78,8 @@ Sizing SizingFor(const Config& c, int num_nodes) {
   const double fresh_here = 1.5 * static_cast<double>(s.fresh_per_thread) * c.threads;
   const double nodes = std::ceil((most + fresh_here) / 8 * 1.5) + 64;
   s.ordered.part_bytes = static_cast<uint64_t>(nodes) * Ordered::kNodeBytes + (uint64_t{64} << 10);
+  // A client remembers every leaf of every part (16 bytes each).
+  s.ordered.cache_entries = static_cast<size_t>(nodes + 128) * static_cast<size_t>(num_nodes);
   // Queue: a ring holds at most one value per thread of the cluster.
   s.queue.capacity = std::max<uint64_t>(1024, 2 * static_cast<uint64_t>(num_nodes) * c.threads);
   std::vector<size_t> parts;
@@ -172,6 +174,29 @@ absl::Status Worker::Preload() {
       ASSIGN_OR_RETURN(bool added, ordered_->Insert(mine[i], MakeValue(mine[i], 0)));
       if (!added) return Wrong("ordered map: a key was loaded twice", mine[i], node_);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Worker::ScanAll() {
+  if (!ordered_) return absl::OkStatus();
+  constexpr size_t kChunk = 1024;
+  uint64_t from = 0, seen = 0;
+  for (;;) {
+    absl::StatusOr<std::vector<std::pair<uint64_t, Value32>>> got = ordered_->Scan(from, kChunk);
+    if (!got.ok()) return util::Annotate(got.status(), absl::StrCat("ordered map Scan from ", from));
+    for (const auto& [k, v] : *got) {
+      if (!ValueIsOf(v, k) || !keys_.loaded(k)) {
+        return Wrong("ordered map: a Scan met a key never loaded, or another key's value", k, st_.ordered->HomeOf(k));
+      }
+    }
+    seen += got->size();
+    if (got->size() < kChunk || got->back().first == ~uint64_t{0}) break;
+    from = got->back().first + 1;
+  }
+  if (seen != keys_.all().size()) {
+    return absl::InternalError(absl::StrCat("ordered map: a Scan of the whole map found ", seen, " keys of the ",
+                                            keys_.all().size(), " loaded"));
   }
   return absl::OkStatus();
 }

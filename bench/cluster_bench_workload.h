@@ -14,7 +14,8 @@
 //
 // Keys: --keys random 64-bit keys from --seed, the same in every process;
 // each node loads the ones homed on it (the hash map by its hash placement,
-// the ordered map by its equal key ranges). A thread on node n draws keys
+// the ordered map by its equal key ranges), and then every client scans the
+// ordered map once (ScanAll). A thread on node n draws keys
 // (uniform or Zipf 0.99 over the keys' order) from all keys (--local=uniform)
 // or, per operation, from those homed on n with probability P% and from
 // those homed elsewhere otherwise (--local=P). Puts overwrite loaded keys;
@@ -118,6 +119,11 @@ class Worker {
 
   absl::Status Start();    // the thread's Session and a client per structure
   absl::Status Preload();  // this thread's share of the keys homed on its node
+  // After every node's Preload: Scans the whole ordered map once, which
+  // checks that it holds every loaded key and fills the client's leaf cache,
+  // so that measured operations find remote leaves as a long-running client
+  // does (not measured).
+  absl::Status ScanAll();
   // Builds the cell's trace (and fresh keys), outside any measurement.
   absl::Status Prepare(const Cell& cell, int cell_index);
   ThreadResult Measure(const Cell& cell);
