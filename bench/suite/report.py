@@ -6,7 +6,9 @@ Usage: report.py --out DIR [--label LABEL] INPUT...
 Inputs (the kind is told from the content, not the file name):
   Google Benchmark JSON   --benchmark_out=F --benchmark_out_format=json of
                           bench/transport_latency, bench/hash_map_bench,
-                          bench/skiplist_bench or bench/queue_bench. With
+                          bench/skiplist_bench or bench/queue_bench, or
+                          bench/cluster_bench --json=F (the same shape; its
+                          workloads end in /local:L/nodes:N/procs:P). With
                           repetitions, each benchmark's median aggregate is
                           used and its other runs and aggregates are ignored;
                           without aggregates, the plain runs.
@@ -25,7 +27,11 @@ Writes into DIR (created if missing):
                   bytes_per_op,p50_ns,p99_ns,benchmark
                   (bench/suite/README.md says what each one holds)
   throughput_<structure>[_LABEL].png  ops/s by workload, path and threads,
-                  the baselines on the same axes (hash_map, skiplist, queue)
+                  the baselines on the same axes (hash_map, skiplist, queue;
+                  without cluster_bench's rows)
+  throughput_cluster[_LABEL].png  cluster_bench's rows: ops/s of the whole
+                  cluster by structure, mix and key distribution, one bar per
+                  local share
   counts_per_op[_LABEL].png   NIC ops and round trips per operation on the
                   remote path, one thread, by structure and operation (the
                   verbs, map get/put, queue batch 1 and 16; ALock's
@@ -76,6 +82,8 @@ BASELINES = {
 }
 # The queue's workload shapes (queue_bench.cc); the maps' are mixes.
 QUEUE_SHAPE = re.compile(r"^(1p1c|2both|1thread|batch:\d+|2native_1remote[\w:]*)$")
+# The end of a cluster_bench workload: the local share, the nodes, the processes.
+CLUSTER_SUFFIX = re.compile(r"/local:([^/]+)/nodes:(\d+)/procs:(\d+)$")
 # Name segments Google Benchmark appends to a registered name.
 DECORATION = re.compile(r"/(min_time:[^/]*|min_warmup_time:[^/]*|real_time|manual_time|process_time"
                         r"|threads:\d+|repeats:\d+|iterations:\d+)")
@@ -484,10 +492,17 @@ def series_label(structure, row_structure, path):
     return f"{row_structure.split('/', 1)[1]} (baseline, {path})"
 
 
+def is_cluster_row(row):
+    """Whether a row is cluster_bench's (its workload ends in /local:L/nodes:N/procs:P)."""
+    return bool(CLUSTER_SUFFIX.search(row["workload"] or ""))
+
+
 def plot_throughput(plt, rows, structure, label, out):
     """throughput_<structure>[_label].png: grouped bars of ops/s (log) per (workload, threads),
-    one bar per path of the structure and per baseline. None if it has no rows."""
-    mine = [r for r in rows if r["structure"].split("/")[0] == structure and r["ops_per_s"]]
+    one bar per path of the structure and per baseline; cluster_bench's rows are left to
+    plot_cluster. None if it has no rows."""
+    mine = [r for r in rows if r["structure"].split("/")[0] == structure and r["ops_per_s"]
+            and not is_cluster_row(r)]
     if not mine:
         return None
     groups = sorted({(r["workload"], r["threads"]) for r in mine}, key=lambda g: (natural_key(g[0]), g[1]))
@@ -506,6 +521,41 @@ def plot_throughput(plt, rows, structure, label, out):
     ax.legend(fontsize=7, ncol=2)
     ax.grid(axis="y", which="both", alpha=0.3)
     return save(fig, plt, out, f"throughput_{structure}", label)
+
+
+def plot_cluster(plt, rows, label, out):
+    """throughput_cluster[_label].png: cluster_bench's rows, ops/s of the whole cluster (log) per
+    (structure, mix and distribution, nodes, processes, threads), one bar per local share.
+    None without such rows."""
+    mine = [r for r in rows if is_cluster_row(r) and r["ops_per_s"]]
+    if not mine:
+        return None
+    def split(r):
+        m = CLUSTER_SUFFIX.search(r["workload"])
+        group = (r["structure"], r["workload"][:m.start()], int(m.group(2)), int(m.group(3)), r["threads"])
+        return group, m.group(1)
+    value = {}
+    for r in mine:
+        value[split(r)] = r["ops_per_s"]
+    groups = sorted({g for g, _ in value}, key=lambda g: (g[0], natural_key(g[1]), g[2:]))
+    order = {"0": 0, "uniform": 1, "100": 2}
+    shares = sorted({s for _, s in value}, key=lambda s: (order.get(s, 3), natural_key(s)))
+    fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(groups) + 3), 5.5))
+    width = 0.8 / len(shares)
+    for i, share in enumerate(shares):
+        points = [(g + i * width, value[(grp, share)]) for g, grp in enumerate(groups) if (grp, share) in value]
+        name = {"0": "local 0% (remote)", "100": "local 100% (native)", "uniform": "local uniform"}.get(
+            share, f"local {share}%")
+        ax.bar([x for x, _ in points], [y for _, y in points], width, label=name)
+    ax.set_yscale("log")
+    ax.set_ylabel("operations / s, whole cluster (log scale)")
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))])
+    ax.set_xticklabels([f"{s} {w}\n{n} nodes, {p} procs, {t} thr" for s, w, n, p, t in groups],
+                       rotation=60, ha="right", fontsize=7)
+    ax.set_title(titled("cluster_bench: throughput by share of keys homed on the thread's node", label))
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    return save(fig, plt, out, "throughput_cluster", label)
 
 
 # The uncontended operations whose counts the structures' tests assert:
@@ -575,7 +625,8 @@ def plot_locks(plt, rows, label, out):
 def write_plots(plt, rows, label, out):
     """Every plot that has rows; returns the paths written."""
     written = [plot_throughput(plt, rows, s, label, out) for s in ("hash_map", "skiplist", "queue")]
-    written += [plot_counts(plt, rows, label, out), plot_locks(plt, rows, label, out)]
+    written += [plot_cluster(plt, rows, label, out), plot_counts(plt, rows, label, out),
+                plot_locks(plt, rows, label, out)]
     return [p for p in written if p]
 
 

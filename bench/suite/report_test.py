@@ -12,6 +12,8 @@ benchmark names the binaries register:
   locks.csv        tools/lock_bench --output csv rows, 3 interleaved rounds
                    (run_table.sh's CSV_OUT)
   locks.jsonl      tools/lock_bench --output json lines
+  cluster.json     bench/cluster_bench --json, 6 of the rows of a run with 3
+                   processes in the guest (bench/results/verbs/cluster.json)
   odd.json         std_mutex on a queue shape and a map mix in one file,
                    names report.py does not know, a failed benchmark, one
                    benchmark with repetitions next to one without
@@ -236,6 +238,47 @@ class OddInputsTest(ReportTestBase):
         for name in ("throughput_hash_map.png", "throughput_queue.png", "locks_p_local.png"):
             self.assertTrue(is_png(os.path.join(self.out, name)), name)
         self.assertFalse(os.path.exists(os.path.join(self.out, "throughput_skiplist.png")))
+
+
+class ClusterBenchTest(ReportTestBase):
+    """cluster_bench's JSON alone: its rows, and its own plot instead of the per-structure ones."""
+    INPUTS = ("cluster.json",)
+    LABEL = "verbs"
+
+    def test_exit_code_and_no_warnings(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.assertNotIn("report.py:", self.result.stderr)
+
+    def test_rows(self):
+        self.assertEqual(len(self.rows), 6)
+        self.assertRow("remote/map/get95_put5/uniform/local:0/nodes:3/procs:3/real_time/threads:3", fabric="verbs",
+                       structure="hash_map", path="remote", workload="get95_put5/uniform/local:0/nodes:3/procs:3",
+                       threads="3", ops_per_s=8568.102556697262, nic_ops_per_op=2.336015236318408,
+                       doorbells_per_op=1.1914645522388059, round_trips_per_op=1.142646144278607,
+                       bytes_per_op=1802.3924129353234, p50_ns=157695.5, p99_ns=2129919.5)
+        self.assertRow("mixed/map/get95_put5/uniform/local:uniform/nodes:3/procs:3/real_time/threads:3",
+                       structure="hash_map", path="mixed", workload="get95_put5/uniform/local:uniform/nodes:3/procs:3")
+        self.assertRow("native/map/get95_put5/uniform/local:100/nodes:3/procs:3/real_time/threads:3",
+                       path="native", ops_per_s=1767892.0714985025, nic_ops_per_op=0, p50_ns=887.5)
+        self.assertRow("remote/queue/enq_deq/local:0/nodes:3/procs:3/real_time/threads:3", structure="queue",
+                       path="remote", workload="enq_deq/local:0/nodes:3/procs:3", nic_ops_per_op=19.035201149425287,
+                       p99_ns=11141119.5)
+
+    def test_own_plot_only(self):
+        # No per-structure plot: cluster rows go to throughput_cluster alone.
+        self.assertEqual(sorted(os.listdir(self.out)), ["results.csv", "throughput_cluster_verbs.png"])
+        self.assertTrue(is_png(os.path.join(self.out, "throughput_cluster_verbs.png")))
+
+
+class ClusterBesideSuiteTest(ReportTestBase):
+    """cluster_bench's JSON with a suite part's: each kind of row in its own plot."""
+    INPUTS = ("hash_map.json", "cluster.json")
+
+    def test_plots(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.assertEqual(sorted(os.listdir(self.out)),
+                         ["counts_per_op.png", "results.csv", "throughput_cluster.png", "throughput_hash_map.png"])
+        self.assertEqual(len(self.rows), 6 + 6)
 
 
 class ErrorTest(unittest.TestCase):
