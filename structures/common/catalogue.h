@@ -71,6 +71,7 @@ struct Catalogue {
   static constexpr int kEntries = 64;
   static constexpr size_t kMaxName = 47;
   static constexpr size_t kMaxOptions = 127;
+  static constexpr size_t kLockOffset = 0;        // the ALock line creators take
   static constexpr size_t kEntryBytes = 256;  // the name first, NUL-padded
   static constexpr size_t kEntriesOffset = 128;  // after the lock line and the header line
   static constexpr size_t kBytes = kEntriesOffset + kEntries * kEntryBytes;

@@ -6,6 +6,7 @@
 // processes.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "locks/lock.h"
 #include "rdma/cluster.h"
 #include "structures/hash_map/hash_map.h"
 #include "structures/queue/queue.h"
@@ -236,6 +238,36 @@ TEST_P(NamedTest, RacingCreatorsMakeOneStructure) {
       EXPECT_EQ(**v, static_cast<uint64_t>(i) * 3);
     }
   }
+}
+
+// Two creators that both found no entry without the lock and then queue
+// for it make one structure: the second looks the name up again under the
+// lock. The test holds the catalogue's lock until both are waiting for it.
+TEST_P(NamedTest, CreatorsQueuedOnTheLockMakeOneStructure) {
+  auto c = Make(3);
+  ASSERT_NE(c, nullptr);
+  auto holder_session = c->ThisThread(0);
+  ASSERT_TRUE(holder_session.ok()) << holder_session.status();
+  auto holder = locks::NewLockClient(locks::LockKind::kALock, c->node(0), holder_session->get());
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  const rdma::RemotePtr lock = c->node(0).reserved() + structures::Catalogue::kLockOffset;
+  ASSERT_TRUE((*holder)->Lock(lock).ok());
+  std::vector<rdma::RemotePtr> bases(2);
+  std::vector<std::thread> creators;
+  for (int i = 0; i < 2; ++i) {
+    creators.emplace_back([&, i] {
+      auto t = c->ThisThread(static_cast<rdma::NodeId>(i + 1));  // NIC-cohort waiters
+      ASSERT_TRUE(t.ok()) << t.status();
+      auto map = HashMap<uint64_t>::Open(*c, "queued", Groups(64));
+      ASSERT_TRUE(map.ok()) << map.status();
+      bases[i] = map->PartBase(0);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // both read the table and wait for the lock
+  ASSERT_TRUE((*holder)->Unlock(lock).ok());
+  for (auto& t : creators) t.join();
+  EXPECT_FALSE(bases[0].is_null());
+  EXPECT_EQ(bases[0], bases[1]);
 }
 
 // An entry whose checksum does not match (one being written, as a lookup
