@@ -4,6 +4,7 @@
 #  1. --help lists every flag and exits 0;
 #  2. bad flags (and a selection the cluster cannot run) exit 2 with a message
 #     naming the problem; no job in the environment exits 1 saying what to set;
+#     a thread that fails ends the run with exit 1 naming its node;
 #  3. --in-process=3 --check-costs: six remote costs, each as the structures'
 #     tests assert;
 #  4. --in-process=3, a reduced matrix (every structure, YCSB A and E, both
@@ -73,6 +74,15 @@ if [ $RC = 1 ] && grep -q "RDMADS_PEERS" "$T/err" && grep -q -- "--in-process" "
   pass "no job -> exit 1: $(head -1 "$T/err")"
 else
   fail "no job: exit $RC (want 1), stderr: $(cat "$T/err")"
+fi
+
+# A thread that fails ends the run with exit 1, naming its node and thread:
+# with 100 keys over 40 nodes some node has none of its own for --local=100.
+run 60 --in-process=40 --keys=100 --local=100 --structures=hash_map --workloads=c --dists=uniform --seconds=0.1
+if [ $RC = 1 ] && grep -qE "node [0-9]+ thread 0: no key is homed on node" "$T/err"; then
+  pass "a failing thread -> exit 1: $(tail -1 "$T/err")"
+else
+  fail "a failing thread: exit $RC (want 1), stderr: $(tail -2 "$T/err")"
 fi
 
 # ---- 3. the cost check
