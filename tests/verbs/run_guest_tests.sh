@@ -66,6 +66,7 @@ MPI_TESTS=(
   //tests/structures:named_multi_process_test@np2
   //tests/structures:named_multi_process_test@np3
   //bench:cluster_bench_mpi_test@np3
+  //examples:service_test@np3
 )
 # Two guests joined by a UDP link; every binary runs in both guests.
 TWO_GUEST_TESTS=(
