@@ -95,15 +95,12 @@ absl::StatusOr<Table> ReadTable(rdma::Session& s, rdma::RemotePtr base) {
   return t;
 }
 
-// The entry named `name`; nullopt when none is whole and named so. `torn`
-// is set when some entry is being written (checksum mismatch).
-std::optional<EntryWords> Lookup(const Table& t, absl::string_view name, bool* torn) {
+// The whole entry named `name`; nullopt when there is none. A torn entry
+// (checksum wrong: being written, or left by a creation that failed) is
+// skipped: without the lock, the caller then looks again under it.
+std::optional<EntryWords> Lookup(const Table& t, absl::string_view name) {
   for (const EntryWords& w : t.entries) {
-    if (IsEmpty(w)) continue;
-    if (!IsWhole(w)) {
-      *torn = true;
-      continue;
-    }
+    if (IsEmpty(w) || !IsWhole(w)) continue;
     if (TextAt(w, 0, kNameWords) == name) return w;
   }
   return std::nullopt;
@@ -152,12 +149,13 @@ absl::Status CopyImage(rdma::Session& s, const Image& img, rdma::RemotePtr part)
 }
 
 // Under the catalogue lock: the name again, else a new entry and its parts.
+// The header is written first: a creation that fails part way leaves its
+// slot and its range used (an entry that stays empty or torn, which every
+// lookup skips), so no later creation reuses memory it may have written.
 absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s, rdma::RemotePtr base,
                                         const NamedSpec& spec, const InitNamedPart& init) {
   ASSIGN_OR_RETURN(Table t, ReadTable(s, base));
-  bool torn = false;
-  if (std::optional<EntryWords> w = Lookup(t, spec.name, &torn)) return Match(*w, spec);
-  if (torn) return absl::DataLossError("the catalogue holds a torn entry under its lock");
+  if (std::optional<EntryWords> w = Lookup(t, spec.name)) return Match(*w, spec);
   if (t.used >= Catalogue::kEntries) {
     return absl::ResourceExhaustedError(absl::StrCat("the catalogue is full: all ", Catalogue::kEntries,
                                                      " names are used; \"", spec.name, "\" cannot be added"));
@@ -171,15 +169,20 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
         " bytes free; the ", StructureKindName(spec.kind), " \"", spec.name, "\" needs ", spec.part_bytes,
         " per node; raise rdma::ClusterOptions::named_bytes (and arena_bytes)"));
   }
-  std::unique_ptr<Image> image;  // the initialized part, for nodes in other processes
   for (int n = 0; n < cluster.num_nodes(); ++n) {
-    const auto id = static_cast<rdma::NodeId>(n);
-    const rdma::ArenaInfo& a = s.arena(id);
+    const rdma::ArenaInfo& a = s.arena(static_cast<rdma::NodeId>(n));
     if (end > a.length) {
       return absl::FailedPreconditionError(
           absl::StrCat("node ", n, "'s arena (", a.length, " bytes) cannot hold \"", spec.name, "\" at ", offset));
     }
-    const rdma::RemotePtr part(id, a.base + offset);
+  }
+  const uint64_t slot = t.used;
+  const std::array<uint64_t, 2> header{end, slot + 1};
+  RETURN_IF_ERROR(s.Write(base + kHeaderOffset, header.data(), sizeof(header)));
+  std::unique_ptr<Image> image;  // the initialized part, for nodes in other processes
+  for (int n = 0; n < cluster.num_nodes(); ++n) {
+    const auto id = static_cast<rdma::NodeId>(n);
+    const rdma::RemotePtr part(id, s.arena(id).base + offset);
     if (!init) continue;
     if (cluster.is_local(id)) {
       RETURN_IF_ERROR(init(cluster.node(id), part));
@@ -196,9 +199,7 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
     RETURN_IF_ERROR(CopyImage(s, *image, part));
   }
   const EntryWords entry = Encode(spec, offset);
-  RETURN_IF_ERROR(s.Write(base + kEntriesOffset + t.used * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));
-  const std::array<uint64_t, 2> header{end, t.used + 1};
-  RETURN_IF_ERROR(s.Write(base + kHeaderOffset, header.data(), sizeof(header)));
+  RETURN_IF_ERROR(s.Write(base + kEntriesOffset + slot * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));
   return NamedParts{.offset = offset, .created = true};
 }
 
@@ -253,20 +254,27 @@ absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec&
 
   // Lock-free: a whole entry with the name answers.
   ASSIGN_OR_RETURN(Table t, ReadTable(*s, base));
-  bool torn = false;
-  if (std::optional<EntryWords> w = Lookup(t, spec.name, &torn)) return Match(*w, spec);
+  if (std::optional<EntryWords> w = Lookup(t, spec.name)) return Match(*w, spec);
 
+  // An RDMA spin lock: every process takes it through the NIC (node 0's own
+  // over loopback), and its client allocates nothing in the node's arena, so
+  // opening a name never shifts this process's allocation sequence.
   locks::ClientOptions lo;
   lo.max_held = 1;
   ASSIGN_OR_RETURN(std::unique_ptr<locks::LockClient> lock,
-                   locks::NewLockClient(locks::LockKind::kALock, self, s.get(), lo));
+                   locks::NewLockClient(locks::LockKind::kRdmaSpin, self, s.get(), lo));
   const rdma::RemotePtr lock_line = base + kLockOffset;
   RETURN_IF_ERROR(util::Annotate(lock->Lock(lock_line), "the catalogue's lock"));
   absl::StatusOr<NamedParts> found = CreateLocked(cluster, *s, base, spec, init);
-  absl::Status unlocked = lock->Unlock(lock_line);
-  if (!found.ok()) return found.status();
-  if (!unlocked.ok()) return util::Annotate(unlocked, "the catalogue's lock");
-  return found;
+  const absl::Status unlocked = lock->Unlock(lock_line);
+  if (unlocked.ok()) return found;
+  // A lock left held stops every later creation: say so with either outcome.
+  if (!found.ok()) {
+    return absl::Status(found.status().code(), absl::StrCat(found.status().message(), "; releasing the catalogue's lock "
+                                                            "then failed too: ", unlocked.ToString()));
+  }
+  return absl::Status(unlocked.code(), absl::StrCat("created, but releasing the catalogue's lock failed: ",
+                                                    unlocked.message()));
 }
 
 }  // namespace structures

@@ -12,21 +12,26 @@
 //   // found.offset: every node's part sits there in its arena
 //
 // Where it lives: node 0's reserved region (rdma::NodeOptions::
-// reserved_bytes, set by rdma::ClusterOptions::named_bytes) starts with an
-// ALock line, a header line (the next free offset), and kEntries entries of
-// kEntryBytes. Named parts are carved from the rest of the reserved region at
+// reserved_bytes, set by rdma::ClusterOptions::named_bytes) starts with a
+// lock line (an RDMA spin lock, taken through the NIC by every process), a
+// header line (the next free offset, the entries used), and kEntries entries
+// of kEntryBytes. Named parts are carved from the rest of the reserved region at
 // one offset on every node, so no process allocates in another's arena.
 //
 // Protocol: an entry is written only under the catalogue's lock and carries
 // a checksum over its words. FindOrCreate first reads every entry one-sidedly
 // (one READ, no lock); a whole entry with the name answers at once. Otherwise
-// it takes the lock, reads again, and, if the name is still absent, reserves
-// the parts, initializes every node's part (local ones with CPU stores,
-// others with WRITEs of the non-zero lines of the initialized image), and
-// only then writes the entry and releases the lock. So two creators racing
+// it takes the lock, reads again, and, if the name is still absent, records
+// the slot and the parts' range in the header, initializes every node's part
+// (local ones with CPU stores, others with WRITEs of the non-zero lines of
+// the initialized image), and only then writes the entry and releases the
+// lock. A creation that fails part way leaves its slot and range used and
+// its entry empty or torn, which lookups skip. So two creators racing
 // for one name make one structure, and an entry is never visible before its
 // parts are ready. Named parts are never freed: they last as long as the
-// cluster's arenas.
+// cluster's arenas. Each call makes a Session of its own for the catalogue
+// (across processes, a connection to node 0 and to each node a new part is
+// copied to) and allocates nothing in the node's arena.
 //
 // Errors: InvalidArgument (a name empty or over kMaxName bytes),
 // FailedPrecondition (the name exists as another kind, value size or
