@@ -65,7 +65,7 @@ std::vector<ExpectedCost> ExpectedCosts() {
 
 size_t CheckNamedBytes() {
   return NamedRegionBytes({Map::PartBytes(CheckMapOptions()), CheckOrderedOptions().part_bytes,
-                           4096 + 128 * CheckQueueOptions().capacity});
+                           Queue::PartBytes(CheckQueueOptions())});
 }
 
 absl::StatusOr<CheckStructures> OpenCheckStructures(rdma::Cluster& cluster) {

@@ -196,7 +196,11 @@ int Main(const std::vector<std::string>& args) {
   std::unique_ptr<rdma::Bootstrap> boot;
   int nodes = config.in_process;
   if (nodes == 0) {
-    absl::StatusOr<std::unique_ptr<rdma::Bootstrap>> b = rdma::Bootstrap::FromEnvironment();
+    // Every collective waits up to 180 s: a slow rank (a loaded or emulated
+    // host) may take long to load its keys.
+    rdma::BootstrapOptions bo;
+    bo.timeout = std::chrono::seconds(180);
+    absl::StatusOr<std::unique_ptr<rdma::Bootstrap>> b = rdma::Bootstrap::FromEnvironment(bo);
     if (!b.ok()) {
       absl::FPrintF(stderr, "cluster_bench: cannot find the job: %s\n(or run every node in this process: --in-process=N)\n",
                     b.status().ToString());

@@ -86,7 +86,7 @@ Sizing SizingFor(const Config& c, int num_nodes) {
   for (Structure st : c.structures) {
     if (st == Structure::kHashMap) parts.push_back(Map::PartBytes(s.map));
     if (st == Structure::kSkipList) parts.push_back(s.ordered.part_bytes);
-    if (st == Structure::kQueue) parts.push_back(4096 + 128 * s.queue.capacity);  // header + seq words + payloads
+    if (st == Structure::kQueue) parts.push_back(Queue::PartBytes(s.queue));
   }
   s.named_bytes = NamedRegionBytes(parts);
   // The arena holds each client's lock descriptor lines.

@@ -134,6 +134,7 @@ std::once_flag g_env_once;
 
 absl::Status BuildMap(Env& env) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.fabric.kind = g_fabric;
   (void)g_device_flags.Apply(&o.fabric);  // validated in main
@@ -287,6 +288,7 @@ structures::HashMapOptions FixedOptions(size_t keys, size_t load_percent) {
 
 absl::Status BuildSweep(SweepEnv& sw, const std::vector<uint64_t>& keys) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.fabric.kind = g_fabric;
   (void)g_device_flags.Apply(&o.fabric);
@@ -374,6 +376,7 @@ absl::StatusOr<std::unique_ptr<GrowRun>> NewGrowRun(size_t inserts) {
   structures::HashMapOptions mo = FixedOptions(inserts / 10, 80);
   mo.max_groups_per_node = 32 * mo.groups_per_node;
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.fabric.kind = g_fabric;
   (void)g_device_flags.Apply(&o.fabric);

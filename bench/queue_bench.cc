@@ -167,6 +167,7 @@ Env& GetEnv() {
     g_env->deque = std::make_unique<MutexDeque>(g_capacity);
     g_env->boost = std::make_unique<BoostQueue>(g_capacity);
     rdma::ClusterOptions o;
+    o.named_bytes = 0;  // no named structures: nothing registered for them
     o.num_nodes = 2;
     o.fabric.kind = g_fabric;
     (void)g_device_flags.Apply(&o.fabric);  // validated in main

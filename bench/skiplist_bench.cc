@@ -184,6 +184,7 @@ std::once_flag g_env_once;
 
 absl::Status Build(Env& env) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.fabric.kind = g_fabric;
   (void)g_device_flags.Apply(&o.fabric);  // validated in main

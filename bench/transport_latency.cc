@@ -78,6 +78,7 @@ void Report(benchmark::State& state, std::vector<double>& lat_us, double scale, 
 // the flags name; null (and the benchmark marked skipped) when it fails.
 std::unique_ptr<rdma::Cluster> TwoNodeClusterOrSkip(benchmark::State& state) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.node.arena_bytes = 1 << 20;
   o.fabric.kind = g_fabric;

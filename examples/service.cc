@@ -2,7 +2,10 @@
 // create or attach to a map by name, one Put and one checked Get, shut down.
 // Run it under a launcher: `mpirun -np 3 bazel-bin/examples/service`.
 #include <cstdio>
+#include <optional>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "rdma/cluster.h"
 #include "structures/hash_map/hash_map.h"
 #include "util/status_macros.h"

@@ -52,8 +52,9 @@ struct ClusterOptions {
   // verbs when a device exists, else the soft NIC).
   FabricOptions fabric;
   // Registered memory at arena offset 0 of every node, besides arena_bytes,
-  // for the catalogue of named structures and their parts (each named
-  // structure's part on each node comes out of it). Rounded down to 64.
+  // that the node's allocator never hands out: the structures keep their
+  // catalogue of named structures and the named parts there. Rounded down
+  // to 64; 0 registers none (no structure can then be opened by name).
   size_t named_bytes = size_t{32} << 20;
   // Open only: the bootstrap's bounds, and where rdma_cm listens.
   BootstrapOptions bootstrap;

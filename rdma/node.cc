@@ -21,6 +21,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(NodeId id, std::unique_ptr<De
         absl::StrCat("reserved_bytes ", options.reserved_bytes, " must be a multiple of 64 and in range"));
   }
   const size_t total = options.arena_bytes + options.reserved_bytes;
+  if (total >= (uint64_t{1} << RemotePtr::kAddressBits)) {
+    return absl::InvalidArgumentError(absl::StrCat("arena_bytes ", options.arena_bytes, " + reserved_bytes ",
+                                                   options.reserved_bytes, " out of range"));
+  }
   std::unique_ptr<Node> node(new Node(id, std::move(device)));
   void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {

@@ -119,6 +119,10 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   BasicQueue(BasicQueue&&) = default;
   BasicQueue& operator=(BasicQueue&&) = default;
 
+  // The bytes of one node's ring (each node's arena, or the cluster's
+  // named_bytes for a named queue, must hold them).
+  static size_t PartBytes(const QueueOptions& options) { return L{options.capacity}.part_bytes(); }
+
   // A client for the calling thread, from its handle on the cluster
   // (rdma::Cluster::ThisThread): it lives on thread.node() and uses the
   // session for the NIC paths. It allocates its lock descriptors in that

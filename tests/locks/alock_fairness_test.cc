@@ -67,6 +67,7 @@ class ALockFairness : public ::testing::TestWithParam<FairnessCase> {};
 void RunOnce(const FairnessCase& param, uint64_t waits[2]) {
   const Budgets budgets = param.budgets;
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.node.arena_bytes = 2 << 20;
   o.fabric.kind = FabricUnderTest();

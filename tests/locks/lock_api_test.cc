@@ -25,6 +25,7 @@ class LockApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     rdma::ClusterOptions o;
+    o.named_bytes = 0;  // no named structures: nothing registered for them
     o.num_nodes = 2;
     o.node.arena_bytes = 2 << 20;
     o.fabric.kind = rdma::FabricKind::kSoft;

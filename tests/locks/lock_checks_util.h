@@ -54,6 +54,7 @@ class CopyGate {
 // as rxe does.
 inline std::unique_ptr<rdma::Cluster> TwoSoftNodes(bool byte_copies = false) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 2;
   o.node.arena_bytes = 2 << 20;
   o.fabric.kind = rdma::FabricKind::kSoft;

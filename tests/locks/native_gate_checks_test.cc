@@ -42,6 +42,7 @@ using rdma::RemotePtr;
 // holder run Peterson again for nobody.)
 TEST(LockChecks, NativeGateKeepsItsLeasePastTheBudgetWhileNoNicThreadWaits) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = 1;
   o.node.arena_bytes = 1 << 20;
   o.fabric.kind = rdma::FabricKind::kSoft;

@@ -129,6 +129,7 @@ static_assert(offsetof(TestLine, nic) == 0 && offsetof(TestLine, cpu) == 8 && of
 
 std::unique_ptr<rdma::Cluster> SoftCluster(int nodes) {
   rdma::ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = nodes;
   o.node.arena_bytes = 1 << 20;
   o.fabric.kind = rdma::FabricKind::kSoft;

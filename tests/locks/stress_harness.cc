@@ -99,6 +99,7 @@ void BusyFor(std::chrono::nanoseconds d) {
 StressResult RunStress(const StressConfig& config) {
   StressResult result;
   rdma::ClusterOptions co;
+  co.named_bytes = 0;  // no named structures: nothing registered for them
   co.num_nodes = config.num_nodes;
   co.node.arena_bytes = size_t{8} << 20;
   co.fabric.kind = FabricUnderTest();

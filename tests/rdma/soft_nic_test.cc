@@ -18,6 +18,7 @@ namespace {
 
 std::unique_ptr<Cluster> SoftCluster(int nodes, bool byte_granular = false) {
   ClusterOptions o;
+  o.named_bytes = 0;  // no named structures: nothing registered for them
   o.num_nodes = nodes;
   o.node.arena_bytes = 4 << 20;
   o.fabric.kind = FabricKind::kSoft;

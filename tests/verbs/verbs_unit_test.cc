@@ -353,6 +353,7 @@ TEST_F(VerbsDeviceTest, NodeStartUpChecksMemlockForItsArena) {
   // must fail at start-up with the limit, the size and the fix.
   auto [code, msg] = InLowMemlockChild(1 << 20, [&]() -> std::pair<int, std::string> {
     ClusterOptions o;
+    o.named_bytes = 0;  // no named structures: nothing registered for them
     o.num_nodes = 1;
     o.node.arena_bytes = 4 << 20;
     o.fabric.kind = FabricKind::kVerbs;

@@ -153,6 +153,8 @@ int main(int argc, char** argv) {
   }
 
   rdma::ClusterOptions options;
+
+  options.named_bytes = 0;  // no named structures: nothing registered for them
   options.num_nodes = 3;
   options.node.arena_bytes = 16 << 20;
   options.fabric.kind = *kind;

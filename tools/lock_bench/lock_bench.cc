@@ -147,6 +147,7 @@ double PerAcquire(uint64_t v, uint64_t acquires) {
 
 int Run(const Config& cfg) {
   rdma::ClusterOptions co;
+  co.named_bytes = 0;  // no named structures: nothing registered for them
   co.num_nodes = cfg.nodes;
   const int64_t keys_per_node = (cfg.keys + cfg.nodes - 1) / cfg.nodes;
   co.node.arena_bytes = std::max<size_t>(size_t{16} << 20, static_cast<size_t>(keys_per_node) * 64 + (8 << 20));
