@@ -308,7 +308,7 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
   o.capacity = 64;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> done{0};
-  std::vector<uint64_t> out;
+  std::vector<uint64_t> in_worker, out;  // what the worker enqueued and dequeued
   std::thread worker([&] {
     auto q = Queue<uint64_t>::Open(*c, "shared", o);
     ASSERT_TRUE(q.ok()) << q.status();
@@ -317,11 +317,10 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
     for (uint64_t v = 0; !stop.load(); ++v) {
       auto in = (*client)->Enqueue(0, v);
       ASSERT_TRUE(in.ok()) << in.status();
-      ASSERT_TRUE(*in);
+      if (*in) in_worker.push_back(v);  // else full for a moment: v was never in
       auto got = (*client)->Dequeue(0);
       ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_TRUE(got->has_value());
-      out.push_back(**got);
+      if (got->has_value()) out.push_back(**got);
       done.fetch_add(1);
     }
   });
@@ -332,15 +331,14 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
     ASSERT_TRUE(q.ok()) << "open " << i << " while the ring is in use: " << q.status();
     again.push_back(std::move(*q));
   }
-  // A client of the last object works beside the first object's thread.
+  // A client of the last object enqueues beside the first object's thread.
   auto client = again.back().NewClient(c->node(0));
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<uint64_t> mine;
   for (uint64_t v = 0; v < 2000; ++v) {
     auto in = (*client)->Enqueue(0, uint64_t{1} << 40 | v);
     ASSERT_TRUE(in.ok()) << in.status();
-    if (!*in) continue;  // full for a moment: the value was never in
-    mine.push_back(uint64_t{1} << 40 | v);
+    if (*in) mine.push_back(uint64_t{1} << 40 | v);
   }
   stop.store(true);
   worker.join();
@@ -351,9 +349,10 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
     if (!got->has_value()) break;
     seen.insert(**got);
   }
+  // Every value enqueued came out exactly once, and nothing else did.
   for (uint64_t v : mine) EXPECT_EQ(seen.count(v), 1u) << "value " << v;
-  for (uint64_t v = 0; v < done.load(); ++v) EXPECT_EQ(seen.count(v), 1u) << "value " << v;
-  EXPECT_EQ(seen.size(), mine.size() + done.load());
+  for (uint64_t v : in_worker) EXPECT_EQ(seen.count(v), 1u) << "value " << v;
+  EXPECT_EQ(seen.size(), mine.size() + in_worker.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, NamedTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()));
