@@ -44,9 +44,9 @@ struct ArenaInfo {
 struct NodeOptions {
   size_t arena_bytes = size_t{64} << 20;
   // Bytes registered before the arena_bytes that Allocate hands out, at
-  // arena offset 0 on every node: the layer above keeps there what every
-  // process must find without asking (the catalogue of named structures and
-  // their parts, structures/common/catalogue.h). A multiple of 64.
+  // arena offset 0 on every node: the layers above keep there what every
+  // process must find without asking (the structures keep their catalogue of
+  // named structures there). A multiple of 64.
   size_t reserved_bytes = 0;
   // Completion queue depth of the responder side.
   int responder_cq_depth = 1024;
