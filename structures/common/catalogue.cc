@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,10 +36,8 @@ constexpr uint64_t kFirstPart = (Catalogue::kBytes + 4095) & ~uint64_t{4095};
 
 using EntryWords = std::array<uint64_t, kWords>;
 
+// Never 0, so an empty (all-zero) entry is never whole.
 uint64_t Sum(const EntryWords& w) { return HashWords(w.data(), kSumWord) | 1; }
-bool IsEmpty(const EntryWords& w) {
-  return std::all_of(w.begin(), w.end(), [](uint64_t x) { return x == 0; });
-}
 bool IsWhole(const EntryWords& w) { return w[kSumWord] == Sum(w); }
 
 std::string TextAt(const EntryWords& w, size_t first, size_t words) {
@@ -95,19 +94,20 @@ absl::StatusOr<Table> ReadTable(rdma::Session& s, rdma::RemotePtr base) {
   return t;
 }
 
-// The whole entry named `name`; nullopt when there is none. A torn entry
-// (checksum wrong: being written, or left by a creation that failed) is
-// skipped: without the lock, the caller then looks again under it.
+// The whole entry named `name`; nullopt when there is none. An empty entry
+// and a torn one (checksum wrong: being written, or left by a creation that
+// failed) are skipped: without the lock, the caller then looks again under it.
 std::optional<EntryWords> Lookup(const Table& t, absl::string_view name) {
   for (const EntryWords& w : t.entries) {
-    if (IsEmpty(w) || !IsWhole(w)) continue;
+    if (!IsWhole(w)) continue;
     if (TextAt(w, 0, kNameWords) == name) return w;
   }
   return std::nullopt;
 }
 
-// A part's initial contents, built in this process's memory (64-byte
-// aligned, as the structures' lines are) and copied to other nodes' parts.
+// A part's initial contents, built once in this process's memory (64-byte
+// aligned, as the structures' lines are) and copied to the parts of nodes in
+// other processes as its runs of non-zero lines (a new part is zero-filled).
 class Image {
  public:
   explicit Image(size_t bytes) : lines_((bytes + 63) / 64) {
@@ -118,35 +118,38 @@ class Image {
   Image(const Image&) = delete;
   Image& operator=(const Image&) = delete;
   uint64_t* words() const { return words_; }
-  size_t lines() const { return lines_; }
+
+  // After the image is written: finds its runs of non-zero lines, each at
+  // most kMaxRun bytes (one WRITE, well inside a Session's scratch buffer).
+  void FindRuns() {
+    constexpr size_t kMaxRun = size_t{64} << 10;
+    auto zero = [&](size_t l) {
+      return std::all_of(&words_[l * 8], &words_[(l + 1) * 8], [](uint64_t x) { return x == 0; });
+    };
+    for (size_t i = 0; i < lines_;) {
+      if (zero(i)) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < lines_ && !zero(j) && (j - i) * 64 < kMaxRun) ++j;
+      runs_.push_back({i, j - i});
+      i = j;
+    }
+  }
+  // Writes the runs to `part`.
+  absl::Status CopyTo(rdma::Session& s, rdma::RemotePtr part) const {
+    for (const auto& [first, lines] : runs_) {
+      RETURN_IF_ERROR(s.Write(part + first * 64, &words_[first * 8], lines * 64));
+    }
+    return absl::OkStatus();
+  }
 
  private:
   size_t lines_;
   uint64_t* words_;
+  std::vector<std::pair<size_t, size_t>> runs_;  // first line, lines
 };
-
-// Writes the non-zero 64-byte lines of `image` to `part`.
-absl::Status CopyImage(rdma::Session& s, const Image& img, rdma::RemotePtr part) {
-  constexpr size_t kLineWords = 8;
-  constexpr size_t kMaxRun = size_t{64} << 10;  // bytes per WRITE, well inside the scratch buffer
-  const uint64_t* image = img.words();
-  const size_t lines = img.lines();
-  size_t i = 0;
-  while (i < lines) {
-    auto zero = [&](size_t l) {
-      return std::all_of(&image[l * kLineWords], &image[(l + 1) * kLineWords], [](uint64_t x) { return x == 0; });
-    };
-    if (zero(i)) {
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    while (j < lines && !zero(j) && (j - i) * 64 < kMaxRun) ++j;
-    RETURN_IF_ERROR(s.Write(part + i * 64, &image[i * kLineWords], (j - i) * 64));
-    i = j;
-  }
-  return absl::OkStatus();
-}
 
 // Under the catalogue lock: the name again, else a new entry and its parts.
 // The header is written first: a creation that fails part way leaves its
@@ -195,8 +198,9 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
             absl::StrCat("no memory for the ", spec.part_bytes, "-byte image of a new part"));
       }
       RETURN_IF_ERROR(init(s.node(), rdma::RemotePtr(s.self(), image->words())));
+      image->FindRuns();
     }
-    RETURN_IF_ERROR(CopyImage(s, *image, part));
+    RETURN_IF_ERROR(image->CopyTo(s, part));
   }
   const EntryWords entry = Encode(spec, offset);
   RETURN_IF_ERROR(s.Write(base + kEntriesOffset + slot * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));
