@@ -103,6 +103,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const ClusterOptions& o
 }
 
 Cluster::~Cluster() {
+  {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (recovery_.joinable()) recovery_.join();
   remote_.reset();
   local_.clear();
   nodes_.clear();
@@ -151,8 +157,64 @@ absl::StatusOr<ArenaInfo> Cluster::Arena(NodeId node) const {
 }
 
 absl::Status Cluster::PeerStatus(NodeId node) const {
-  if (node >= static_cast<NodeId>(num_nodes_) || is_local(node) || remote_ == nullptr) return absl::OkStatus();
+  if (node >= static_cast<NodeId>(num_nodes_)) return absl::OkStatus();
+  if (is_local(node)) {
+    if (!nodes_[node]->device().is_dead()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat("node ", node, " is gone: its NIC died"));
+  }
+  if (remote_ == nullptr) return absl::OkStatus();
   return remote_->PeerStatus(node);
+}
+
+std::unique_ptr<Cluster::DeathWatch> Cluster::WatchDeaths(std::function<void(NodeId)> repair) {
+  std::lock_guard<std::mutex> l(watch_mu_);
+  watchers_.push_back(Watcher{std::move(repair), std::vector<bool>(static_cast<size_t>(num_nodes_), false)});
+  if (!recovery_.joinable()) recovery_ = std::thread([this] { RecoveryLoop(); });
+  watch_cv_.notify_all();
+  return std::unique_ptr<DeathWatch>(new DeathWatch(this, &watchers_.back()));
+}
+
+void Cluster::Unwatch(Watcher* w) {
+  std::lock_guard<std::mutex> r(repair_mu_);  // no repair of w is running
+  std::lock_guard<std::mutex> l(watch_mu_);
+  watchers_.remove_if([w](const Watcher& x) { return &x == w; });
+}
+
+void Cluster::RecoveryLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(watch_mu_);
+      watch_cv_.wait_for(l, kDeathPoll, [this] { return stopping_; });
+      if (stopping_) return;
+    }
+    std::vector<NodeId> dead;
+    for (int n = 0; n < num_nodes_; ++n) {
+      if (!PeerStatus(static_cast<NodeId>(n)).ok()) dead.push_back(static_cast<NodeId>(n));
+    }
+    if (dead.empty()) continue;
+    // repair_mu_ before watch_mu_, as Unwatch takes them; watch_mu_ is let go
+    // while a repair runs (it may take time and post work requests).
+    std::lock_guard<std::mutex> r(repair_mu_);
+    for (;;) {
+      std::function<void(NodeId)>* fn = nullptr;
+      NodeId which = 0;
+      {
+        std::lock_guard<std::mutex> l(watch_mu_);
+        for (Watcher& w : watchers_) {
+          for (NodeId d : dead) {
+            if (w.told[d]) continue;
+            w.told[d] = true;
+            fn = &w.repair;
+            which = d;
+            break;
+          }
+          if (fn != nullptr) break;
+        }
+      }
+      if (fn == nullptr) break;
+      (*fn)(which);
+    }
+  }
 }
 
 void Cluster::ReportUnreachable(NodeId node, const absl::Status& why) {

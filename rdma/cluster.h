@@ -28,7 +28,13 @@
 // handle on the cluster; destroy every Session, structure and client before
 // the Cluster. The Cluster is the Connector its sessions use.
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <list>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -104,10 +110,32 @@ class Cluster final : public Connector {
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator) override;
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const override;
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
+  // Unavailable naming the node once it is declared dead: its process
+  // ended or its host stopped answering (the connector), or, in process, its
+  // soft NIC died (Kill or a crash point).
   absl::Status PeerStatus(NodeId node) const override;
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
 
+  // Failures (docs/design.md §5, "Failures"). By the time a node is declared
+  // dead this process has fenced it: no work request of that node reaches
+  // this process's memory any more, even one it posts after a long pause.
+  // WatchDeaths runs `repair(dead)` on the cluster's recovery thread once
+  // per dead node, within kDeathPoll of the declaration (at once for nodes
+  // declared before the call), and stops when the handle is destroyed (after
+  // a running repair returns). A repair must not create or destroy watches.
+  static constexpr std::chrono::milliseconds kDeathPoll{5};
+  class DeathWatch;
+  std::unique_ptr<DeathWatch> WatchDeaths(std::function<void(NodeId dead)> repair);
+
  private:
+  friend class DeathWatch;
+  struct Watcher {
+    std::function<void(NodeId)> repair;
+    std::vector<bool> told;  // by node: repair already ran for it
+  };
+  void RecoveryLoop();
+  void Unwatch(Watcher* w);
+
   Cluster() = default;
   absl::Status CheckRange(NodeId node) const;
 
@@ -119,6 +147,29 @@ class Cluster final : public Connector {
   std::vector<std::unique_ptr<Node>> nodes_;  // by id; null when another process hosts it
   std::vector<Node*> local_;
   std::unique_ptr<cm::CmConnector> remote_;   // Open with more than one process
+
+  // The recovery thread, started by the first watch. repair_mu_ is held
+  // while repairs run, so Unwatch waits for them.
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool stopping_ = false;
+  std::list<Watcher> watchers_;
+  std::mutex repair_mu_;
+  std::thread recovery_;
+};
+
+// Ends its watch when destroyed.
+class Cluster::DeathWatch {
+ public:
+  ~DeathWatch() { cluster_->Unwatch(watcher_); }
+  DeathWatch(const DeathWatch&) = delete;
+  DeathWatch& operator=(const DeathWatch&) = delete;
+
+ private:
+  friend class Cluster;
+  DeathWatch(Cluster* c, Watcher* w) : cluster_(c), watcher_(w) {}
+  Cluster* cluster_;
+  Watcher* watcher_;
 };
 
 }  // namespace rdma

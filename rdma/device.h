@@ -158,6 +158,10 @@ class Device {
   // The QP starts in RESET; Connect it before posting.
   virtual absl::StatusOr<std::unique_ptr<QueuePair>> CreateQueuePair(CompletionQueue* send_cq,
                                                                      const QpOptions& options) = 0;
+  // True once this device's node has died: the soft NIC's Kill or crash
+  // point (rdma/soft/fault_injector.h). A verbs device never reports it: its
+  // death is its process's, which the other processes' connectors see.
+  virtual bool is_dead() const { return false; }
 };
 
 }  // namespace rdma

@@ -53,11 +53,11 @@ void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
   // mu_ held.
   if (dead_[node].load(std::memory_order_relaxed)) return;
   dead_why_[node] = absl::StrCat(Peer(node), " is gone: ", why);
-  dead_[node].store(true, std::memory_order_release);
   // Nothing of the peer's may reach this node's arena any more, even if it
   // is only slow: its responder QPs go now, and every connection with it is
   // closed (the event thread frees the ids on DISCONNECTED, which for a dead
-  // host comes when the CM gives up on its disconnect).
+  // host comes when the CM gives up on its disconnect). Only then is it
+  // declared dead: whoever repairs what it left relies on this fence.
   for (auto& [id, c] : conns_) {
     if (c.peer != node || c.closing) continue;
     if (!c.active && c.kind == ConnectionKind::kData && c.qp_num != 0) {
@@ -67,6 +67,7 @@ void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
     c.closing = true;
     rdma_disconnect(id);
   }
+  dead_[node].store(true, std::memory_order_release);
 }
 
 void CmConnector::Impl::MarkAllDead(const std::string& why) {

@@ -79,6 +79,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
   };
   SoftDevice& local = *qp.device;
   if (local.faults().ShouldFailNextOperation()) return fail(CompletionStatus::kRemoteOperationError);
+  if (local.faults().ReachedCrashPoint()) local.MarkDead();
   if (local.is_dead()) return fail(CompletionStatus::kRetryExceeded);
 
   std::shared_ptr<QpCore> target = local.network().FindQp(remote_qp_num);

@@ -13,6 +13,18 @@ bool FaultInjector::ShouldFailNextOperation() {
   return false;
 }
 
+void FaultInjector::CrashAfterOperations(uint64_t k) { crash_countdown_.store(k + 1, std::memory_order_release); }
+
+void FaultInjector::DisarmCrash() { crash_countdown_.store(0, std::memory_order_release); }
+
+bool FaultInjector::ReachedCrashPoint() {
+  uint64_t c = crash_countdown_.load(std::memory_order_acquire);
+  while (c != 0) {
+    if (crash_countdown_.compare_exchange_weak(c, c - 1, std::memory_order_acq_rel)) return c == 1;
+  }
+  return false;
+}
+
 void FaultInjector::PauseNextAtomic() {
   std::lock_guard<std::mutex> l(mu_);
   pause_armed_ = true;

@@ -21,6 +21,15 @@ class FaultInjector {
   // kRemoteOperationError and moves its QP to the error state. 0 disarms.
   void FailNthOperation(uint64_t n);
 
+  // A crash point: this NIC executes `k` more of the operations it initiates
+  // and then its node dies (as SoftDevice::Kill): the (k+1)-th fails with
+  // kRetryExceeded, and so does every later operation from it or aimed at it.
+  // Every QP of the device counts, in execution order, so with one client
+  // thread on the node, k is "the k-th work request of the next operation".
+  // DisarmCrash() cancels a crash point not yet reached.
+  void CrashAfterOperations(uint64_t k);
+  void DisarmCrash();
+
   // The next NIC atomic that targets this NIC stops after reading the old
   // value and before writing the new one, until ResumeAtomic() or at most
   // kMaxAtomicPause (then it continues on its own, so a test that fails before
@@ -42,12 +51,16 @@ class FaultInjector {
 
   // Internal: used by the NIC engine.
   bool ShouldFailNextOperation();
+  // True when the armed crash point is reached (the node must die now).
+  bool ReachedCrashPoint();
   void MaybePauseAtomic();
   bool has_copy_hook() const { return has_copy_hook_.load(std::memory_order_acquire); }
   void OnCopiedWord(uint64_t index);  // also per byte in byte-granular mode
 
  private:
   std::atomic<uint64_t> fail_countdown_{0};
+  // Operations left before the crash point, plus one; 0 = disarmed.
+  std::atomic<uint64_t> crash_countdown_{0};
   // std::mutex, not absl::Mutex: TSan must see every lock (Debian's Abseil
   // is not TSan-instrumented).
   std::mutex mu_;

@@ -129,7 +129,10 @@ class SoftDevice final : public Device {
   // state (outstanding WRs flushed) and every operation aimed at it fails
   // with kRetryExceeded, as an RC transport timeout would.
   void Kill();
-  bool is_dead() const { return dead_.load(std::memory_order_acquire); }
+  bool is_dead() const override { return dead_.load(std::memory_order_acquire); }
+  // Kill without the flush: what a crash point does from inside the engine
+  // (whose QP locks are held). Later operations fail as on a dead node.
+  void MarkDead() { dead_.store(true, std::memory_order_release); }
 
   // --- NIC internals (used by the engine and by QPs/CQs of this device).
   struct RegionInfo {
