@@ -41,14 +41,31 @@ absl::Status CheckReach(rdma::Session& s, rdma::RemotePtr lock) {
 
 std::atomic<uint64_t> next_token{1};
 
+// A token is the holder's node in the top 16 bits and a per-process count.
+constexpr int kTokenNodeShift = 48;
+uint64_t TokenOf(rdma::NodeId node) {
+  return (uint64_t{node} << kTokenNodeShift) | next_token.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+absl::StatusOr<bool> RepairRdmaSpin(rdma::Session& session, rdma::RemotePtr lock, rdma::NodeId dead) {
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
+  const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word);
+  auto token = word.Read(session);
+  if (!token.ok()) return token.status();
+  if (*token == 0 || (*token >> kTokenNodeShift) != dead) return false;
+  auto old = word.CompareAndSwap(session, *token, 0);
+  if (!old.ok()) return old.status();
+  return *old == *token;
+}
 
 // ------------------------------------------------------------ RDMA spin
 
 RdmaSpinClient::RdmaSpinClient(rdma::Node& node, rdma::Session* session, const ClientOptions& options)
     : LockClient(node.id(), session),
       options_(options),
-      token_((uint64_t{node.id()} << 48) | next_token.fetch_add(1, std::memory_order_relaxed)),
+      token_(TokenOf(node.id())),
       held_(options.max_held) {}
 
 absl::StatusOr<std::unique_ptr<RdmaSpinClient>> RdmaSpinClient::Create(rdma::Node& node, rdma::Session* session,

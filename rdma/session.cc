@@ -198,9 +198,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
     s->qps_[n].arena = *arena;
     if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) {
       // A node already known dead leaves this session without a QP to it
-      // (its operations fail with the same Unavailable); anything else fails.
-      if (!absl::IsUnavailable(st) || peers.PeerStatus(static_cast<NodeId>(n)).ok()) return st;
-      s->qps_[n].connect_error = st;
+      // (its operations fail with the connector's Unavailable), however the
+      // connect failed; anything else fails.
+      absl::Status alive = peers.PeerStatus(static_cast<NodeId>(n));
+      if (alive.ok()) return st;
+      s->qps_[n].connect_error = alive;
     }
   }
   BindThisThreadToNode(self.id());

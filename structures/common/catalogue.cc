@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "locks/baselines.h"
 #include "locks/lock.h"
 #include "rdma/session.h"
 #include "structures/common/checksum.h"
@@ -244,9 +246,14 @@ absl::string_view StructureKindName(StructureKind kind) {
   return "unknown structure";
 }
 
-absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec& spec, const InitNamedPart& init) {
+absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec& spec, const InitNamedPart& init,
+                                        std::optional<rdma::NodeId> from) {
   RETURN_IF_ERROR(CheckSpec(spec));
-  rdma::Node& self = cluster.node(cluster.self());
+  const rdma::NodeId me = from.value_or(cluster.self());
+  if (!cluster.is_local(me)) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", me, " is not hosted by this process"));
+  }
+  rdma::Node& self = cluster.node(me);
   if (self.reserved_bytes() < kFirstPart + 4096) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the cluster reserves ", self.reserved_bytes(), " bytes per node for named structures; the catalogue needs ",
@@ -279,6 +286,23 @@ absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec&
   }
   return absl::Status(unlocked.code(), absl::StrCat("created, but releasing the catalogue's lock failed: ",
                                                     unlocked.message()));
+}
+
+std::unique_ptr<rdma::Cluster::DeathWatch> WatchCatalogue(rdma::Cluster& cluster) {
+  if (!cluster.is_local(0) || cluster.node(0).reserved_bytes() < kFirstPart) return nullptr;
+  rdma::Cluster* c = &cluster;
+  return cluster.WatchDeaths([c](rdma::NodeId dead) {
+    const RestoreThreadNode restore;
+    absl::StatusOr<std::unique_ptr<rdma::Session>> s = c->ThisThread(0);
+    absl::StatusOr<bool> released =
+        s.ok() ? locks::RepairRdmaSpin(**s, rdma::RemotePtr(0, (*s)->arena(0).base) + kLockOffset, dead)
+               : absl::StatusOr<bool>(s.status());
+    // Nobody waits for a repair's outcome; a failure must still be seen.
+    if (!released.ok()) {
+      std::fprintf(stderr, "rdmads: node 0 could not repair the catalogue's lock after node %d died: %s\n",
+                   static_cast<int>(dead), released.status().ToString().c_str());
+    }
+  });
 }
 
 }  // namespace structures

@@ -43,6 +43,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -76,7 +78,7 @@ struct Catalogue {
   static constexpr int kEntries = 64;
   static constexpr size_t kMaxName = 47;
   static constexpr size_t kMaxOptions = 127;
-  static constexpr size_t kLockOffset = 0;        // the ALock line creators take
+  static constexpr size_t kLockOffset = 0;        // the RDMA spin lock creators take
   static constexpr size_t kEntryBytes = 256;  // the name first, NUL-padded
   static constexpr size_t kEntriesOffset = 128;  // after the lock line and the header line
   static constexpr size_t kBytes = kEntriesOffset + kEntries * kEntryBytes;
@@ -87,8 +89,21 @@ struct Catalogue {
 // same image is copied to the parts of nodes in other processes.
 using InitNamedPart = std::function<absl::Status(rdma::Node& node, rdma::RemotePtr part)>;
 
-// Finds spec.name in `cluster`'s catalogue or creates it (see the top).
-absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec& spec, const InitNamedPart& init);
+// Finds spec.name in `cluster`'s catalogue or creates it (see the top),
+// through node `from`'s NIC (default: the cluster's self(); `from` must be
+// hosted here).
+absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec& spec, const InitNamedPart& init,
+                                        std::optional<rdma::NodeId> from = std::nullopt);
+
+// The catalogue's crash repair, in the process hosting node 0 (null
+// elsewhere, or when no room is reserved): while the handle lives, a creator
+// that dies holding the catalogue's lock has it released by node 0 once the
+// cluster declares it dead (locks::RepairRdmaSpin). What the dead creator
+// left is already safe: its slot and range stay used and its entry, empty or
+// torn, is skipped, so a later Open creates the name anew. Named structures
+// hold one (PartDirectory::OpenNamed), so the lock is repaired in every
+// process that uses names.
+std::unique_ptr<rdma::Cluster::DeathWatch> WatchCatalogue(rdma::Cluster& cluster);
 
 }  // namespace structures
 

@@ -32,6 +32,7 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
     bases_ = std::move(other.bases_);
     nodes_ = std::move(other.nodes_);
     owned_ = other.owned_;
+    catalogue_watch_ = std::move(other.catalogue_watch_);
     other.bases_.clear();
     other.nodes_.clear();
   }
@@ -100,6 +101,9 @@ absl::StatusOr<PartDirectory> PartDirectory::Create(absl::string_view what, int 
 
 absl::StatusOr<PartDirectory> PartDirectory::OpenNamed(rdma::Cluster& cluster, const NamedSpec& spec,
                                                        const InitPart& init) {
+  // First, so that a creator that died holding the catalogue's lock is
+  // repaired while this call waits for it.
+  std::unique_ptr<rdma::Cluster::DeathWatch> watch = WatchCatalogue(cluster);
   absl::StatusOr<NamedParts> found = FindOrCreate(cluster, spec, init);
   if (!found.ok()) {
     return absl::Status(found.status().code(),
@@ -111,6 +115,7 @@ absl::StatusOr<PartDirectory> PartDirectory::OpenNamed(rdma::Cluster& cluster, c
   d.part_bytes_ = spec.part_bytes;
   d.part_offset_ = found->offset;
   d.owned_ = false;
+  d.catalogue_watch_ = std::move(watch);
   d.bases_.assign(static_cast<size_t>(d.num_nodes_), rdma::RemotePtr());
   d.nodes_.assign(static_cast<size_t>(d.num_nodes_), nullptr);
   for (rdma::Node* node : cluster.local_nodes()) {

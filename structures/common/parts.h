@@ -108,6 +108,8 @@ class PartDirectory {
   std::vector<rdma::RemotePtr> bases_;  // per node; null = not created by this process
   std::vector<rdma::Node*> nodes_;      // per node when in this process, else null
   bool owned_ = true;                   // false for named parts, which are never freed
+  // Named parts: the catalogue's crash repair (WatchCatalogue) while in use.
+  std::unique_ptr<rdma::Cluster::DeathWatch> catalogue_watch_;
 };
 
 // Where a structure's parts come from: fresh parts on the nodes this process
