@@ -116,7 +116,7 @@ class Cluster final : public Connector {
   absl::Status PeerStatus(NodeId node) const override;
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
 
-  // Failures (docs/design.md §5, "Failures"). By the time a node is declared
+  // Failures (docs/design.md §5, "Failures and repair"). By the time a node is declared
   // dead this process has fenced it: no work request of that node reaches
   // this process's memory any more, even one it posts after a long pause.
   // WatchDeaths runs `repair(dead)` on the cluster's recovery thread once

@@ -193,6 +193,9 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
       RETURN_IF_ERROR(init(cluster.node(id), part));
       continue;
     }
+    // A node declared dead gets no part: its process never rejoins (a
+    // restarted one is refused), and its keys are Unavailable anyway.
+    if (!cluster.PeerStatus(id).ok()) continue;
     if (image == nullptr) {
       image = std::make_unique<Image>(spec.part_bytes);
       if (image->words() == nullptr) {
@@ -202,7 +205,10 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
       RETURN_IF_ERROR(init(s.node(), rdma::RemotePtr(s.self(), image->words())));
       image->FindRuns();
     }
-    RETURN_IF_ERROR(image->CopyTo(s, part));
+    if (absl::Status copied = image->CopyTo(s, part); !copied.ok()) {
+      if (!cluster.PeerStatus(id).ok()) continue;  // it died meanwhile
+      return copied;
+    }
   }
   const EntryWords entry = Encode(spec, offset);
   RETURN_IF_ERROR(s.Write(base + kEntriesOffset + slot * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));

@@ -1,7 +1,7 @@
 // Failures in an in-process cluster: the soft NIC's crash points stop a node
 // between two work requests, the cluster declares it dead (PeerStatus), its
 // later work requests land nowhere (the fence), and WatchDeaths runs a repair
-// once per dead node (docs/design.md §5, "Failures").
+// once per dead node (docs/design.md §5, "Failures and repair").
 
 #include <atomic>
 #include <chrono>

@@ -65,6 +65,7 @@ MPI_TESTS=(
   //tests/structures:skiplist_two_node_test@np2
   //tests/structures:named_multi_process_test@np2
   //tests/structures:named_multi_process_test@np3
+  //tests/structures:catalogue_kill_test@np3
   //bench:cluster_bench_mpi_test@np3
   //examples:service_test@np3
 )
