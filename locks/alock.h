@@ -11,10 +11,12 @@
 //   ... critical section ...
 //   return (*client)->Unlock(lock);
 //
-// Shape: two MCS queues (cohorts), native threads on the CpuWord l_tail, NIC
-// threads (other nodes, and this node's with Path::kLoopback) on the NicWord
-// r_tail; their heads run Peterson over `victim`, skipping it when the other
-// tail is empty. Layouts: locks/alock_types.h.
+// Shape: native threads queue (MCS) on the CpuWord l_tail; NIC threads (other
+// nodes, and this node's with Path::kLoopback) take the NicWord r_tail one at
+// a time with CAS 0 -> token (their descriptor line, which names their node);
+// the native head and the NIC holder run Peterson over `victim`, skipping it
+// when the other side's word is empty. The lock's home releases a dead
+// node's token (RepairDeadHolder, lock.h). Layouts: locks/alock_types.h.
 //
 // Contract: ALockClient is a LockClient (lock.h: one per thread, errors,
 // timeouts), plus an optional ALockObserver, LockAndRead (the acquire carries
@@ -25,13 +27,15 @@
 // Costs, uncontended (asserted by tests/locks/lock_api_test.cc):
 //   native           0 NIC ops
 //   remote/loopback  3 NIC ops, 2 doorbells, 2 round trips: acquire =
-//                    {CAS r_tail 0->me, READ line} chained; release = CAS
-//   contended        + {WRITE victim, READ line}, and one READ per NIC poll
+//                    {CAS r_tail 0->token, READ line} chained; release = CAS
+//   contended        + {WRITE victim, READ line}, one READ per NIC poll, and
+//                    a {CAS, READ} chain per retry for the NIC side
 //
-// Invariants: only NIC atomics change r_tail, only CPU atomics l_tail; a tail
-// is nonzero while its cohort holds or waits. Once a cohort head has written
-// `victim` and waits, the other cohort makes at most its budget (Budgets,
-// lock.h) more acquisitions (asserted by alock_fairness_test).
+// Invariants: only NIC atomics change r_tail, only CPU atomics l_tail; l_tail
+// is nonzero while the native cohort holds or waits, r_tail while a NIC
+// thread holds or waits in Peterson. Once a head has written `victim` and
+// waits, the native side makes at most its budget (Budgets, lock.h) more
+// acquisitions, the NIC side one (asserted by alock_fairness_test).
 
 #include "locks/alock_client_internal.h"
 #include "locks/alock_types.h"

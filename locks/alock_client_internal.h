@@ -86,10 +86,10 @@ class BasicALockClient final : public LockClient {
   absl::Status LockNative(rdma::RemotePtr lock, size_t slot);
   absl::Status LockRemote(rdma::RemotePtr lock, size_t slot, absl::Span<const rdma::ChainedRead> also,
                           bool* also_done);
-  // Links my descriptor behind `pred`, the tail my swap into `cohort`'s queue
-  // returned, and waits for the handover. True: handed a positive budget (I
-  // hold the lock); false: handed 0 (run Peterson).
-  absl::StatusOr<bool> FollowPredecessor(rdma::RemotePtr lock, size_t slot, uint64_t pred, Cohort cohort);
+  // Native cohort: links my descriptor behind `pred`, the tail my swap into
+  // l_tail returned, and waits for the handover. True: handed a positive
+  // budget (I hold the lock); false: handed 0 (run Peterson).
+  absl::StatusOr<bool> FollowPredecessor(rdma::RemotePtr lock, size_t slot, uint64_t pred);
   absl::Status UnlockNative(rdma::RemotePtr lock, size_t slot);
   absl::Status UnlockRemote(rdma::RemotePtr lock, size_t slot);
   // Waits for my successor's link and hands it my budget minus one.

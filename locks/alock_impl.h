@@ -11,7 +11,7 @@
 //   l_tail   CpuWord    RMW: CPU exchange/CAS (native threads). NIC: READ only.
 //   victim   PlainWord  CPU store / RDMA WRITE; CPU load / RDMA READ.
 //   budgets  PlainWord  written once before publication.
-//   descriptor budget/next  PlainWord: CPU store or RDMA WRITE; the owner loads.
+//   descriptor budget/next  PlainWord: CPU store (native cohort); the owner loads.
 //
 // Peterson needs "raise my flag (swap my tail); victim = me; read the other
 // flag" in that order. Natively: a seq_cst exchange, a seq_cst store and a
@@ -195,20 +195,11 @@ absl::StatusOr<int64_t> BasicALockClient<P>::AwaitBudget(rdma::RemotePtr lock, s
   ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
   lock_internal::Spinner spin(options_);
   for (;;) {
+    // Handed over by the predecessor's CPU store (native cohort only): the
+    // word is whole, kWaiting or a budget in [0, INT32_MAX].
     const uint64_t b = d.budget.Load(std::memory_order_acquire);
-    // A handed budget is in [0, INT32_MAX]. Anything else but kWaiting is an
-    // RDMA WRITE seen half landed over kWaiting's 0xff bytes (Soft-RoCE copies
-    // payloads with a plain memcpy, tests/verbs/README.md "rxe torn WRITE"):
-    // keep waiting for the rest.
-    if (b <= uint64_t{INT32_MAX}) return static_cast<int64_t>(b);
-    if (!spin.Spin()) {
-      if (b != alock_internal::kWaitingWord) {
-        return absl::DataLossError(absl::StrCat("ALock: my descriptor's budget word holds 0x", absl::Hex(b),
-                                                ", not a budget; lock ", lock.node(), ":0x",
-                                                absl::Hex(lock.address())));
-      }
-      return spin.Timeout("ALock: waiting for the predecessor's handover", lock);
-    }
+    if (b != alock_internal::kWaitingWord) return static_cast<int64_t>(b);
+    if (!spin.Spin()) return spin.Timeout("ALock: waiting for the predecessor's handover", lock);
   }
 }
 
@@ -219,57 +210,26 @@ absl::StatusOr<uint64_t> BasicALockClient<P>::AwaitNext(rdma::RemotePtr lock, si
   ALockDescriptor& d = *Descriptor(slot).template local<ALockDescriptor>();
   lock_internal::Spinner spin(options_);
   for (;;) {
+    // The successor links in with a CPU store (native cohort only).
     const uint64_t n = d.next.Load(std::memory_order_acquire);
-    // A successor on the NIC path links in with an RDMA WRITE, which may be
-    // seen half landed (a mix of its bytes and the reset's zeros; see
-    // AwaitBudget): wait until the word names a descriptor line.
-    // (Without a session every link is a CPU store: nothing to wait out.)
-    const bool complete = n != 0 && (session() == nullptr || lock_internal::NamesDescriptorLine(*session(), n));
-    if (complete) return n;
-    if (!spin.Spin()) {
-      if (n == 0) return spin.Timeout("ALock: waiting for the successor to link in", lock);
-      return absl::DataLossError(absl::StrCat(
-          "ALock: my descriptor's next word holds 0x", absl::Hex(n), ", which is not a descriptor (64-byte aligned, ",
-          "inside its node's arena); lock ", lock.node(), ":0x", absl::Hex(lock.address()),
-          session() != nullptr
-              ? absl::StrCat("; the address is in ", session()->DescribeAddress(rdma::RemotePtr::FromRaw(n).address()))
-              : std::string()));
-    }
+    if (n != 0) return n;
+    if (!spin.Spin()) return spin.Timeout("ALock: waiting for the successor to link in", lock);
   }
 }
 
-// ------------------------------------------------------------ both cohorts
+// ------------------------------------------------------------ native cohort
 
 template <typename P>
-absl::StatusOr<bool> BasicALockClient<P>::FollowPredecessor(rdma::RemotePtr lock, size_t slot, uint64_t pred,
-                                                            Cohort cohort) {
+absl::StatusOr<bool> BasicALockClient<P>::FollowPredecessor(rdma::RemotePtr lock, size_t slot, uint64_t pred) {
   const rdma::RemotePtr me = Descriptor(slot);
-  const rdma::RemotePtr p = rdma::RemotePtr::FromRaw(pred);
-  // r_tail's value came through the NIC: check that it names a descriptor
-  // before writing through it. l_tail holds only this node's descriptors,
-  // swapped in by CPU (a predecessor elsewhere: only the mutant's).
-  if (cohort == Cohort::kRemote || !p.is_local(self())) {
-    if (absl::Status st = CheckDescriptorRaw(*session(), pred,
-                                             cohort == Cohort::kRemote ? "ALock Lock: r_tail" : "ALock Lock (mutant): r_tail",
-                                             lock, me);
-        !st.ok()) {
-      return st;
-    }
-  }
-  if (p.is_local(self())) {
-    // The predecessor's descriptor is in my own memory: a CPU store to a
-    // PlainWord, no NIC op.
-    p.local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
-  } else if (absl::Status st =
-                 rdma::RemoteRef<ALockDescriptor>::At(p).Field(&ALockDescriptor::next).Write(*session(), me.raw());
-             !st.ok()) {
-    return st;
-  }
+  // l_tail holds only this node's descriptors, swapped in by CPU: the
+  // predecessor's descriptor is in my own memory (a CPU store, no NIC op).
+  rdma::RemotePtr::FromRaw(pred).template local<ALockDescriptor>()->next.Store(me.raw(), std::memory_order_release);
   auto b = AwaitBudget(lock, slot);
   if (!b.ok()) return b.status();
   if (*b == 0) return false;  // the cohort's budget is spent: contend with the other cohort again
   slots_[slot].budget = *b;
-  ++stats_.handovers_in[static_cast<int>(cohort)];
+  ++stats_.handovers_in[static_cast<int>(Cohort::kLocal)];
   return true;
 }
 
@@ -277,17 +237,10 @@ template <typename P>
 absl::Status BasicALockClient<P>::HandOver(rdma::RemotePtr lock, size_t slot) {
   auto next = AwaitNext(lock, slot);
   if (!next.ok()) return next.status();
-  const rdma::RemotePtr n = rdma::RemotePtr::FromRaw(*next);
   const uint64_t handed = alock_internal::BudgetWord(slots_[slot].budget - 1);
-  if (n.is_local(self())) {
-    n.local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
-    return absl::OkStatus();
-  }
-  // A NIC successor on another node (natively: only the mutant's).
-  return rdma::RemoteRef<ALockDescriptor>::At(n).Field(&ALockDescriptor::budget).Write(*session(), handed);
+  rdma::RemotePtr::FromRaw(*next).template local<ALockDescriptor>()->budget.Store(handed, std::memory_order_release);
+  return absl::OkStatus();
 }
-
-// ------------------------------------------------------------ native cohort
 
 template <typename P>
 absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) {
@@ -297,16 +250,23 @@ absl::Status BasicALockClient<P>::LockNative(rdma::RemotePtr lock, size_t slot) 
   d.budget.Store(alock_internal::kWaitingWord, std::memory_order_relaxed);
   d.next.Store(0, std::memory_order_relaxed);
 
-  uint64_t pred;
   if constexpr (P::kMutantLocalCpuOnRTail) {
-    // THE BUG (test-only): a CPU RMW on the NIC's word. NicWord has no such
-    // member, so the mutant has to launder the type to even express it.
-    pred = reinterpret_cast<rdma::CpuWord&>(w.r_tail).Swap(me.raw(), std::memory_order_seq_cst);
-  } else {
-    pred = w.l_tail.Swap(me.raw(), std::memory_order_seq_cst);  // raise the local flag
+    // THE BUG (test-only): take the NIC's word with CPU CASes, as NIC
+    // lockers do with NIC CASes. NicWord has no such member, so the mutant
+    // has to launder the type to even express it.
+    auto& word = reinterpret_cast<rdma::CpuWord&>(w.r_tail);
+    lock_internal::Spinner spin(options_);
+    for (;;) {
+      uint64_t expected = 0;
+      if (word.CompareExchange(expected, me.raw(), std::memory_order_seq_cst)) break;
+      if (!spin.Spin()) return spin.Timeout("ALock (mutant): native CAS on r_tail", lock);
+    }
+    slots_[slot].budget = ALockWord::UnpackBudgets(w.budgets.Load(std::memory_order_relaxed)).remote;
+    return absl::OkStatus();
   }
+  const uint64_t pred = w.l_tail.Swap(me.raw(), std::memory_order_seq_cst);  // raise the local flag
   if (pred != 0) {
-    auto handed = FollowPredecessor(lock, slot, pred, Cohort::kLocal);
+    auto handed = FollowPredecessor(lock, slot, pred);
     if (!handed.ok()) return handed.status();
     if (*handed) return absl::OkStatus();
   }
@@ -318,11 +278,6 @@ absl::Status BasicALockClient<P>::PetersonNative(rdma::RemotePtr lock, size_t sl
   ALockWord& w = *lock.local<ALockWord>();
   const Budgets budgets = ALockWord::UnpackBudgets(w.budgets.Load(std::memory_order_relaxed));
   ++stats_.peterson_runs[0];
-  if constexpr (P::kMutantLocalCpuOnRTail) {
-    // The mutant's natives sit in the remote queue: they act as its members.
-    slots_[slot].budget = budgets.remote;
-    return absl::OkStatus();
-  }
   bool fast = false;
   const absl::Status result = alock_internal::PetersonAsNative(
       w, lock, options_, &fast,
@@ -344,12 +299,11 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
   ALockWord& w = *lock.local<ALockWord>();
   const rdma::RemotePtr me = Descriptor(slot);
   uint64_t expected = me.raw();
-  bool alone;
   if constexpr (P::kMutantLocalCpuOnRTail) {
-    alone = reinterpret_cast<rdma::CpuWord&>(w.r_tail).CompareExchange(expected, 0, std::memory_order_seq_cst);
-  } else {
-    alone = w.l_tail.CompareExchange(expected, 0, std::memory_order_acq_rel);  // lower the local flag
+    reinterpret_cast<rdma::CpuWord&>(w.r_tail).CompareExchange(expected, 0, std::memory_order_seq_cst);
+    return absl::OkStatus();
   }
+  const bool alone = w.l_tail.CompareExchange(expected, 0, std::memory_order_acq_rel);  // lower the local flag
   if (alone) return absl::OkStatus();
   return HandOver(lock, slot);
 }
@@ -360,49 +314,59 @@ template <typename P>
 absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
                                              absl::Span<const rdma::ChainedRead> also, bool* also_done) {
   rdma::Session& s = *session();
-  const rdma::RemotePtr me = Descriptor(slot);
-  ALockDescriptor& d = *me.local<ALockDescriptor>();
-  d.budget.Store(alock_internal::kWaitingWord, std::memory_order_relaxed);
-  d.next.Store(0, std::memory_order_relaxed);
-  // Publish the reset before the NIC can make this descriptor reachable.
-  std::atomic_thread_fence(std::memory_order_release);
-
+  // My token: my descriptor line's address, which names my node, so the
+  // lock's home can release it if my node dies (RepairDeadHolder).
+  const uint64_t me = Descriptor(slot).raw();
   const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
   const rdma::RemoteWord<rdma::NicWord> r_tail = line_ref.Field(&ALockWord::r_tail);
-  // Swap me into r_tail, betting on an empty queue: CAS 0 -> me, and in the
-  // same chain (one doorbell, one round trip) a READ of the whole line. Same
-  // QP, so the responder executes the READ after the CAS (no fence: see the
-  // top of this file). If the CAS won, that READ is the Peterson fast-path
-  // check (taken after my flag went up).
   ALockWord line;  // a private, typed copy of the lock line
-  uint64_t pred = 0;
-  {
-    rdma::Batch b(s, lock.node());
-    r_tail.CompareAndSwapIn(b, 0, me.raw(), &pred);
-    line_ref.ReadIn(b, &line);
-    for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
-    if (absl::Status st = b.Execute(); !st.ok()) return st;
-  }
-  const bool line_valid = pred == 0;
-  if (pred != 0) {
-    // The queue was not empty: finish the swap with a CAS loop from what we saw.
-    int attempts = 0;
-    auto p = r_tail.Swap(s, me.raw(), /*guess=*/pred, &attempts);
-    stats_.swap_retries += static_cast<uint64_t>(attempts);
-    if (!p.ok()) return p.status();
-    pred = *p;
-  }
-  if (pred != 0) {
-    auto handed = FollowPredecessor(lock, slot, pred, Cohort::kRemote);
-    if (!handed.ok()) return handed.status();
-    if (*handed) return absl::OkStatus();
-    return PetersonRemote(lock, slot, line, /*line_valid=*/false);
+  lock_internal::Spinner spin(options_);
+  int backoff = 1;
+  for (;;) {
+    // CAS r_tail 0 -> me and, in the same chain (one doorbell, one round
+    // trip), READ the whole line and the caller's words. Same QP, so the
+    // responder executes the READs after the CAS (no fence: see the top of
+    // this file). If the CAS won, that line is the Peterson fast-path check
+    // (taken after my flag went up) and the caller's words were read as the
+    // holder would read them.
+    uint64_t old = 0;
+    {
+      rdma::Batch b(s, lock.node());
+      r_tail.CompareAndSwapIn(b, 0, me, &old);
+      line_ref.ReadIn(b, &line);
+      for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
+      if (absl::Status st = b.Execute(); !st.ok()) return st;
+    }
+    if (old == 0) break;
+    // A token is its holder's descriptor line: anything else is a corrupt
+    // word (never wait on it until the timeout).
+    if (!lock_internal::NamesDescriptorLine(s, old)) {
+      return absl::DataLossError(absl::StrCat("ALock: r_tail of lock ", lock.node(), ":0x", absl::Hex(lock.address()),
+                                              " holds 0x", absl::Hex(old), ", which names no descriptor line"));
+    }
+    if (old == me) {
+      // Only this client writes its token, and it does not hold the lock: an
+      // earlier CAS of ours took effect again (a retransmitted atomic).
+      return absl::DataLossError(absl::StrCat(
+          "ALock: lock ", lock.node(), ":0x", absl::Hex(lock.address()), " holds this client's own token 0x",
+          absl::Hex(me), " although it does not hold the lock: an earlier CAS of ours was executed twice"));
+    }
+    // Another NIC locker holds the NIC side: wait for it to leave, polling
+    // the line with READs under exponential backoff, then CAS again.
+    do {
+      for (int i = 0; i < backoff; ++i) {
+        if (!spin.Spin()) return spin.Timeout("ALock: waiting for the NIC side's holder", lock);
+      }
+      backoff = std::min(backoff * 2, alock_internal::kMaxPollBackoff);
+      if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) return st;
+    } while (line.r_tail.Load(std::memory_order_relaxed) != 0);
+    ++stats_.cas_retries;
   }
   bool fast = false;
-  absl::Status st = PetersonRemote(lock, slot, line, line_valid, &fast);
-  // The chained READs ran as the holder only if the CAS won and the line they
-  // followed showed the native cohort empty.
-  if (also_done != nullptr) *also_done = st.ok() && line_valid && fast;
+  absl::Status st = PetersonRemote(lock, slot, line, /*line_valid=*/true, &fast);
+  // The chained READs ran as the holder only if the line they followed
+  // showed the native cohort empty.
+  if (also_done != nullptr) *also_done = st.ok() && fast;
   return st;
 }
 
@@ -466,11 +430,15 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
 template <typename P>
 absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot) {
   rdma::Session& s = *session();
-  const rdma::RemotePtr me = Descriptor(slot);
-  auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).CompareAndSwap(s, me.raw(), 0);
+  const uint64_t me = Descriptor(slot).raw();
+  auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).CompareAndSwap(s, me, 0);
   if (!old.ok()) return old.status();
-  if (*old == me.raw()) return absl::OkStatus();  // no successor: lowered the remote flag
-  return HandOver(lock, slot);
+  if (*old == me) return absl::OkStatus();  // lowered the NIC side's flag
+  // Only a repair takes a token away, and only a dead node's: this client's
+  // node was declared dead while it held the lock.
+  return absl::DataLossError(absl::StrCat("ALock Unlock: lock ", lock.node(), ":0x", absl::Hex(lock.address()),
+                                          " holds 0x", absl::Hex(*old), ", not this client's token 0x",
+                                          absl::Hex(me), ": it was released from under this client"));
 }
 
 }  // namespace lock_internal

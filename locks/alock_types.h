@@ -25,7 +25,7 @@ namespace locks {
 // The lock line; each field in its own 16-byte slot. All zero = unlocked,
 // default budgets.
 struct alignas(64) ALockWord {
-  rdma::NicWord r_tail;  // raw RemotePtr of the NIC cohort's last descriptor; 0 = empty
+  rdma::NicWord r_tail;  // the NIC holder's token (its descriptor's raw RemotePtr); 0 = none
   uint64_t pad0_;
   // Raw RemotePtr of the native cohort's last descriptor, or a NativeGate's
   // word (gate_internal below); 0 = empty. NIC code only tests it against 0.
@@ -69,8 +69,9 @@ inline constexpr uint64_t kOneWaiter = uint64_t{1} << 8;
 }  // namespace gate_internal
 
 // A thread's queue node, one line in its own node's registered memory. The
-// owner resets both words with CPU stores; the predecessor writes `budget`,
-// the successor `next`, by CPU store (same node) or RDMA WRITE.
+// owner resets both words with CPU stores; in the native cohort the
+// predecessor writes `budget`, the successor `next`, by CPU store. A NIC
+// locker's line is only its token: nobody writes it over the NIC.
 struct alignas(64) ALockDescriptor {
   rdma::PlainWord budget;  // int64: kWaiting (-1) = wait; 0 = run Peterson; >0 = own the lock
   rdma::PlainWord next;    // raw RemotePtr of the successor's descriptor; 0 = none yet
@@ -97,11 +98,11 @@ class ALockObserver {
 // owning thread or after it stops.
 struct ALockStats {
   uint64_t acquires[2] = {0, 0};
-  uint64_t handovers_in[2] = {0, 0};    // acquired with a positive budget from a predecessor
+  uint64_t handovers_in[2] = {0, 0};    // acquired with a positive budget from a predecessor (native only)
   uint64_t peterson_runs[2] = {0, 0};   // times Peterson's algorithm ran
   uint64_t peterson_fast[2] = {0, 0};   // ... and found the other cohort empty (no victim write)
   uint64_t peterson_waits[2] = {0, 0};  // ... and had to wait for the other cohort
-  uint64_t swap_retries = 0;            // extra CASes of the r_tail swap loop
+  uint64_t cas_retries = 0;             // NIC acquires' extra {CAS r_tail, READ} chains (the NIC side was held)
 };
 
 }  // namespace locks

@@ -41,24 +41,13 @@ absl::Status CheckReach(rdma::Session& s, rdma::RemotePtr lock) {
 
 std::atomic<uint64_t> next_token{1};
 
-// A token is the holder's node in the top 16 bits and a per-process count.
-constexpr int kTokenNodeShift = 48;
+// A token is the holder's node in the top 16 bits, as in a RemotePtr
+// (RepairDeadHolder reads it so), over a per-process count.
 uint64_t TokenOf(rdma::NodeId node) {
-  return (uint64_t{node} << kTokenNodeShift) | next_token.fetch_add(1, std::memory_order_relaxed);
+  return rdma::RemotePtr(node, next_token.fetch_add(1, std::memory_order_relaxed)).raw();
 }
 
 }  // namespace
-
-absl::StatusOr<bool> RepairRdmaSpin(rdma::Session& session, rdma::RemotePtr lock, rdma::NodeId dead) {
-  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
-  const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word);
-  auto token = word.Read(session);
-  if (!token.ok()) return token.status();
-  if (*token == 0 || (*token >> kTokenNodeShift) != dead) return false;
-  auto old = word.CompareAndSwap(session, *token, 0);
-  if (!old.ok()) return old.status();
-  return *old == *token;
-}
 
 // ------------------------------------------------------------ RDMA spin
 

@@ -18,7 +18,7 @@
 //
 // RDMA spin: CAS 0 -> token with backoff, WRITE 0 to release; the token
 // names the holder's node, so a lock whose holder died is released by the
-// lock's home (RepairRdmaSpin, below; docs/design.md §4). RDMA MCS: swap
+// lock's home (RepairDeadHolder, lock.h). RDMA MCS: swap
 // by CAS loop, link and hand over by RDMA WRITE into the other thread's
 // descriptor; a waiter spins on its own, in its own memory. Local MCS: CPU
 // exchange/CAS, FailedPrecondition for another node's lock or kLoopback.
@@ -50,14 +50,6 @@ struct alignas(64) CpuLockLine {
 };
 static_assert(sizeof(NicLockLine) == kLockBytes && offsetof(NicLockLine, word) == 0);
 static_assert(sizeof(CpuLockLine) == kLockBytes && offsetof(CpuLockLine, tail) == 0);
-
-// Crash repair of an RDMA spin lock, run by the lock's home once node `dead`
-// is declared dead and fenced (rdma::Cluster::WatchDeaths): when `lock`'s
-// token names a client of `dead`, one NIC CAS from that token to 0 releases
-// it, and true is returned. The CAS makes it exactly once: a second repair,
-// or one racing a live client's acquire, finds another value and does
-// nothing. Waiters then take the lock as usual.
-absl::StatusOr<bool> RepairRdmaSpin(rdma::Session& session, rdma::RemotePtr lock, rdma::NodeId dead);
 
 class RdmaSpinClient final : public LockClient {
  public:

@@ -1,7 +1,9 @@
+#include <cstddef>
 #include <memory>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "locks/alock.h"
 #include "locks/baselines.h"
 #include "locks/lock.h"
@@ -32,6 +34,27 @@ absl::StatusOr<std::unique_ptr<LockClient>> NewLockClient(LockKind kind, rdma::N
       return Make<LocalMcsClient>(node, session, options);
   }
   return absl::InvalidArgumentError("NewLockClient: unknown lock kind");
+}
+
+absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::RemotePtr lock, rdma::NodeId dead) {
+  if (kind != LockKind::kALock && kind != LockKind::kRdmaSpin) {
+    return absl::UnimplementedError(absl::StrCat(LockKindName(kind), " locks cannot be repaired: their queue links "
+                                                 "live in the waiters' own memory"));
+  }
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (lock.node() != home.self()) {
+    return absl::InvalidArgumentError(absl::StrCat("a lock is repaired by its own node (", lock.node(),
+                                                   "), not from node ", home.self()));
+  }
+  // Both kinds keep the NIC word that names the holder first in the line.
+  static_assert(offsetof(ALockWord, r_tail) == offsetof(NicLockLine, word));
+  const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<NicLockLine>::At(lock).Field(&NicLockLine::word);
+  // A CPU load of a NIC word (allowed: only its RMWs are the NIC's).
+  const uint64_t token = lock.local<NicLockLine>()->word.Load(std::memory_order_acquire);
+  if (token == 0 || rdma::RemotePtr::FromRaw(token).node() != dead) return false;
+  auto old = word.CompareAndSwap(home, token, 0);
+  if (!old.ok()) return old.status();
+  return *old == token;
 }
 
 }  // namespace locks

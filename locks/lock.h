@@ -170,6 +170,17 @@ class LockClient {
   rdma::Session* session_;
 };
 
+// Crash repair (docs/design.md §5, "Failures and repair"), run by the process
+// hosting `lock` once it has declared node `dead` dead (rdma::Cluster::
+// WatchDeaths), with a Session on the lock's node. When the lock's NIC word
+// holds the token of a client on `dead`, one NIC CAS from that token to 0
+// releases it, and the result is true; otherwise nothing changes (false).
+// The CAS makes it exactly once: a second repair, or one racing a live
+// client, finds another value. For kALock and kRdmaSpin, whose NIC word
+// names its one NIC holder; Unimplemented for the MCS kinds, whose queue
+// links live in the waiters' own memory.
+absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::RemotePtr lock, rdma::NodeId dead);
+
 // A client of `kind` for the calling thread, living on `node`. `session` is
 // the thread's own Session on `node`; it may be null only for kLocalMcs and
 // for an ALock client that only ever takes local locks natively. `node` must

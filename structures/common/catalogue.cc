@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "locks/baselines.h"
 #include "locks/lock.h"
 #include "rdma/session.h"
 #include "structures/common/checksum.h"
@@ -301,7 +300,8 @@ std::unique_ptr<rdma::Cluster::DeathWatch> WatchCatalogue(rdma::Cluster& cluster
     const RestoreThreadNode restore;
     absl::StatusOr<std::unique_ptr<rdma::Session>> s = c->ThisThread(0);
     absl::StatusOr<bool> released =
-        s.ok() ? locks::RepairRdmaSpin(**s, rdma::RemotePtr(0, (*s)->arena(0).base) + kLockOffset, dead)
+        s.ok() ? locks::RepairDeadHolder(locks::LockKind::kRdmaSpin, **s,
+                                           rdma::RemotePtr(0, (*s)->arena(0).base) + kLockOffset, dead)
                : absl::StatusOr<bool>(s.status());
     // Nobody waits for a repair's outcome; a failure must still be seen.
     if (!released.ok()) {

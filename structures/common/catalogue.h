@@ -98,7 +98,7 @@ absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec&
 // The catalogue's crash repair, in the process hosting node 0 (null
 // elsewhere, or when no room is reserved): while the handle lives, a creator
 // that dies holding the catalogue's lock has it released by node 0 once the
-// cluster declares it dead (locks::RepairRdmaSpin). What the dead creator
+// cluster declares it dead (locks::RepairDeadHolder). What the dead creator
 // left is already safe: its slot and range stay used and its entry, empty or
 // torn, is skipped, so a later Open creates the name anew. Named structures
 // hold one (PartDirectory::OpenNamed), so the lock is repaired in every

@@ -4,15 +4,16 @@
 //    lock next to loopback and remote threads, so native threads queue behind
 //    each other (MCS link, hand-over, budget) as well as behind the NIC
 //    cohort; mutual_exclusion_test has one native thread per lock;
-//  * ALock's NIC successor handed budget 0 runs Peterson on a fresh read of
-//    the line, so a native head that arrived after its enqueue gets in;
+//  * ALock's NIC waiter whose CAS finally wins runs Peterson on the line its
+//    winning chain read, so a native head that arrived while it waited
+//    gets in first;
 //  * ALock's native head waiting in Peterson behind a NIC holder enters once
 //    the NIC cohort leaves (r_tail empty), with no NIC waiter to write victim;
-//  * ALock's NIC locker whose first CAS finds a holder and whose swap then
-//    finds the queue empty: the line its first chain read (and the chained
-//    READs after it) were read before its flag went up, so it reads the line
-//    again and does not report the chained READs as the holder's. The soft
-//    NIC's copy hook holds the first chain while the holder leaves.
+//  * ALock's NIC locker whose first CAS finds a holder: the line its first
+//    chain read (and the chained READs after it) were read before its flag
+//    went up, so it enters only on a later chain whose CAS won, and reports
+//    that chain's READs as the holder's. The soft NIC's copy hook holds the
+//    first chain while the holder leaves.
 // Soft NIC only: the races are placed with the soft NIC's copy hook.
 
 #include <atomic>
@@ -28,6 +29,7 @@
 #include "locks/alock.h"
 #include "locks/lock.h"
 #include "rdma/cluster.h"
+#include "rdma/soft/soft_nic.h"
 #include "rdma/session.h"
 #include "tests/locks/lock_checks_util.h"
 #include "tests/locks/stress_harness.h"
@@ -81,15 +83,15 @@ struct WaitSignal final : ALockObserver {
   std::atomic<bool> waiting{false};
 };
 
-// The NIC cohort's budget is 1. R1 (node 1) holds; R2 (node 1) queues
-// behind it, its first chain reading the line while the native flag is down;
-// then a native head N arrives and waits in Peterson (victim = local). R1
-// hands R2 budget 0: R2 must run Peterson on the line as it is now (native
-// flag up), make itself the victim and let N in first, not take the fast
-// path on the line it read at its enqueue.
-TEST(LockChecks, ALockNicSuccessorHandedBudgetZeroReadsTheLineAgain) {
+// R1 (node 1) holds the NIC side; R2 (node 1) waits for it, its first
+// chain having read the line while the native flag was down; then a native
+// head N arrives and waits in Peterson (victim = local). When R1 leaves, R2's
+// CAS wins: R2 must run Peterson on the line its winning chain read (native
+// flag up), make itself the victim and let N in first, not enter on a line
+// it read while it waited.
+TEST(LockChecks, ALockNicWaiterRunsPetersonOnTheLineItsWinningCasRead) {
   auto cluster = TwoSoftNodes();
-  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {.local = 1, .remote = 1}});
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
   const RemotePtr lock = t.at(0);
   const rdma::NicWord& r_tail = lock.local<ALockWord>()->r_tail;
   auto s1 = std::move(*cluster->NewSession(1));
@@ -99,8 +101,8 @@ TEST(LockChecks, ALockNicSuccessorHandedBudgetZeroReadsTheLineAgain) {
   WaitSignal native_waits(Cohort::kLocal);
   auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr, ClientOptions{}, &native_waits));
   ASSERT_TRUE(r1->Lock(lock).ok());
-  const uint64_t d1 = r_tail.Load();  // R1's descriptor
-  const rdma::PlainWord& d1_next = RemotePtr::FromRaw(d1).local<ALockDescriptor>()->next;
+  const uint64_t d1 = r_tail.Load();  // R1's token
+  const uint64_t posted = rdma::soft::AsSoftDevice(cluster->node(1).device())->stats().wrs_posted;
   std::atomic<bool> r2_in{false}, native_in{false};
   absl::Status r2_status, native_status;
   std::thread second([&] {
@@ -108,22 +110,24 @@ TEST(LockChecks, ALockNicSuccessorHandedBudgetZeroReadsTheLineAgain) {
     r2_in.store(true);
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((r_tail.Load() == d1 || d1_next.Load() == 0) && std::chrono::steady_clock::now() < until) {
+  // R2's first chain (CAS, READ) and at least one poll.
+  while (rdma::soft::AsSoftDevice(cluster->node(1).device())->stats().wrs_posted < posted + 3 &&
+         std::chrono::steady_clock::now() < until) {
     std::this_thread::yield();
   }
-  ASSERT_NE(d1_next.Load(), 0u) << "R2 never linked behind R1";
+  ASSERT_EQ(r_tail.Load(), d1) << "R2 got in while R1 held the lock";
   std::thread head([&] {
     native_status = native->Lock(lock);
     native_in.store(true);
   });
   while (!native_waits.waiting.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   ASSERT_TRUE(native_waits.waiting.load()) << "the native head never waited";
-  ASSERT_TRUE(r1->Unlock(lock).ok());  // hands R2 budget 0
+  ASSERT_TRUE(r1->Unlock(lock).ok());
   while (!native_in.load() && !r2_in.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(native_in.load()) << "the waiting native head did not get in after R1's budget ran out";
+  EXPECT_TRUE(native_in.load()) << "the waiting native head did not get in after R1 left";
   const bool r2_first = r2_in.load();
-  EXPECT_FALSE(r2_first) << "R2 entered on budget 0 ahead of the waiting native head";
+  EXPECT_FALSE(r2_first) << "R2 entered ahead of the waiting native head";
   if (r2_first) {  // let the native head in, then out
     second.join();
     EXPECT_TRUE(r2->Unlock(lock).ok());
@@ -176,10 +180,10 @@ TEST(LockChecks, ALockNativeHeadEntersOnceTheNicCohortLeaves) {
 // The NIC locker R (node 1) chains {CAS r_tail 0 -> R, READ line}; the CAS
 // fails (X, a loopback thread, holds the lock) and the READ sees the native
 // flag down. Held there by the copy hook, X leaves and a native thread takes
-// the lock (fast path: r_tail is 0). R's swap then finds r_tail 0, so R
-// heads its cohort: it must read the line again, see the native flag up and
-// wait in Peterson, not enter on the line it read before its flag went up.
-TEST(LockChecks, ALockNicLockerReadsTheLineAgainWhenItsSwapFindsTheQueueEmpty) {
+// the lock (fast path: r_tail is 0). R's next CAS wins: it must use the
+// line that chain read, see the native flag up and wait in Peterson, not
+// enter on the line it read before its flag went up.
+TEST(LockChecks, ALockNicLockerReadsTheLineAgainWhenItsNextCasWins) {
   auto cluster = TwoSoftNodes();
   LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
   const RemotePtr lock = t.at(0);
@@ -215,10 +219,10 @@ TEST(LockChecks, ALockNicLockerReadsTheLineAgainWhenItsSwapFindsTheQueueEmpty) {
   EXPECT_TRUE(r->Unlock(lock).ok());
 }
 
-// The same gap with READs chained behind the acquire (LockAndRead): they ran
-// while X held the lock, and X changed the word they read before leaving.
-// R's swap finds the queue empty and R enters on the fast path; its chained
-// READs must not count as read by the holder.
+// The same gap with READs chained behind the acquire (LockAndRead): the
+// first chain's ran while X held the lock, and X changed the word they read
+// before leaving. R's next chain wins and reads them again; what R reports
+// as read by the holder must show X's write.
 TEST(LockChecks, ALockChainedReadsBeforeTheLockAreNotReportedAsTheHolders) {
   auto cluster = TwoSoftNodes();
   LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
@@ -246,7 +250,8 @@ TEST(LockChecks, ALockChainedReadsBeforeTheLockAreNotReportedAsTheHolders) {
   locker.join();
   hold.reset();
   ASSERT_TRUE(r_status.ok()) << r_status;
-  EXPECT_FALSE(also_done) << "R took its chained READ (" << seen << "; X wrote 1 after it) as read by the holder";
+  EXPECT_TRUE(also_done) << "the winning chain's READs were read as the holder's";
+  EXPECT_EQ(seen, 1u) << "R took a chained READ made before X's write (X wrote 1) as read by the holder";
   EXPECT_TRUE(r->Unlock(lock).ok());
 }
 

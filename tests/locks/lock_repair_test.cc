@@ -1,4 +1,4 @@
-// Crash repair of the RDMA spin lock (locks::RepairRdmaSpin; docs/design.md
+// Crash repair of the RDMA spin lock (locks::RepairDeadHolder; docs/design.md
 // §5, "Failures and repair"): the lock's home releases a lock whose token
 // names a dead node, exactly once, and never a live holder's.
 
@@ -46,22 +46,22 @@ TEST(LockRepairTest, RepairReleasesOnlyADeadHoldersSpinLockAndOnlyOnce) {
   ASSERT_FALSE((*c)->PeerStatus(2).ok());
 
   // Not the dead node's: untouched.
-  auto r = RepairRdmaSpin(**s0, live_lock, 2);
+  auto r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, live_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r);
   EXPECT_EQ(Word(live_lock), live_token);
   // The dead node's: released, once.
-  r = RepairRdmaSpin(**s0, dead_lock, 2);
+  r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, dead_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(*r);
   EXPECT_EQ(Word(dead_lock), 0u);
-  r = RepairRdmaSpin(**s0, dead_lock, 2);
+  r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, dead_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r);
   // A live client takes it; a late repair leaves the new holder alone.
   ASSERT_TRUE((*home)->Lock(dead_lock).ok());
   const uint64_t home_token = Word(dead_lock);
-  r = RepairRdmaSpin(**s0, dead_lock, 2);
+  r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, dead_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r);
   EXPECT_EQ(Word(dead_lock), home_token);

@@ -328,7 +328,7 @@ int Run(const Config& cfg) {
       as.peterson_runs[c] += r.alock.peterson_runs[c];
       as.peterson_waits[c] += r.alock.peterson_waits[c];
     }
-    as.swap_retries += r.alock.swap_retries;
+    as.cas_retries += r.alock.cas_retries;
   }
   uint64_t max_run[2] = {0, 0};
   for (const auto& per_node : cohort) {
@@ -409,12 +409,11 @@ int Run(const Config& cfg) {
                   (unsigned long)max_run[0], (unsigned long)max_run[1]);
     }
     if (cfg.kind == locks::LockKind::kALock) {
-      std::printf("  alock (whole run)   native: %lu acq, %lu handovers in, %lu Peterson waits; NIC cohort: %lu acq, "
-                  "%lu handovers in, %lu Peterson waits, %lu swap retries\n",
+      std::printf("  alock (whole run)   native: %lu acq, %lu handovers in, %lu Peterson waits; NIC side: %lu acq, "
+                  "%lu Peterson waits, %lu CAS retries\n",
                   (unsigned long)as.acquires[0], (unsigned long)as.handovers_in[0],
                   (unsigned long)as.peterson_waits[0], (unsigned long)as.acquires[1],
-                  (unsigned long)as.handovers_in[1], (unsigned long)as.peterson_waits[1],
-                  (unsigned long)as.swap_retries);
+                  (unsigned long)as.peterson_waits[1], (unsigned long)as.cas_retries);
     }
   }
   return 0;
