@@ -1,9 +1,14 @@
-// Crash repair of the RDMA spin lock (locks::RepairDeadHolder; docs/design.md
-// §5, "Failures and repair"): the lock's home releases a lock whose token
-// names a dead node, exactly once, and never a live holder's.
+// Crash repair of the locks whose NIC word names its holder, RDMA spin and
+// ALock (locks::RepairDeadHolder; docs/design.md §4, §5 "Failures and
+// repair"): the lock's home releases a lock whose token names a dead node,
+// exactly once, never a live holder's; waiters behind the dead holder, NIC
+// and native, get in; a client whose token was taken learns it at Unlock.
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "locks/baselines.h"
@@ -67,6 +72,97 @@ TEST(LockRepairTest, RepairReleasesOnlyADeadHoldersSpinLockAndOnlyOnce) {
   EXPECT_EQ(Word(dead_lock), home_token);
   EXPECT_TRUE((*home)->Unlock(dead_lock).ok());
   EXPECT_TRUE((*live)->Unlock(live_lock).ok());
+}
+
+std::unique_ptr<rdma::Cluster> ThreeSoftNodes() {
+  rdma::ClusterOptions o;
+  o.num_nodes = 3;
+  o.named_bytes = 0;
+  o.fabric.kind = rdma::FabricKind::kSoft;
+  auto c = rdma::Cluster::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// Node 2 holds an ALock through the NIC and dies; a NIC waiter (node 1) and
+// a native waiter (node 0, in Peterson behind the NIC holder) wait. The
+// home's repair releases the token once, and both waiters get in.
+TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
+  auto c = ThreeSoftNodes();
+  ASSERT_NE(c, nullptr);
+  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
+  ASSERT_TRUE(table.ok()) << table.status();
+  const rdma::RemotePtr lock = table->at(0);
+  auto s0 = c->ThisThread(0);
+  auto s1 = c->ThisThread(1);
+  auto s2 = c->ThisThread(2);
+  ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
+  auto dying = NewLockClient(LockKind::kALock, c->node(2), s2->get());
+  ASSERT_TRUE(dying.ok());
+  ASSERT_TRUE((*dying)->Lock(lock).ok());
+  EXPECT_EQ(rdma::RemotePtr::FromRaw(Word(lock)).node(), 2);
+  rdma::soft::AsSoftDevice(c->node(2).device())->Kill();
+
+  std::atomic<int> in{0};
+  auto wait_for = [&](rdma::NodeId node, rdma::Session* s) {
+    auto client = NewLockClient(LockKind::kALock, c->node(node), s);
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Lock(lock).ok()) << "node " << node;
+    ++in;
+    ASSERT_TRUE((*client)->Unlock(lock).ok());
+  };
+  std::thread nic([&] { wait_for(1, s1->get()); });
+  std::thread native([&] { wait_for(0, nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(in.load(), 0) << "a waiter got in while the dead holder's token was in r_tail";
+  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*r);
+  nic.join();
+  native.join();
+  EXPECT_EQ(in.load(), 2);
+  r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(*r) << "repaired twice";
+}
+
+// A client whose token a repair took (here: its node wrongly named dead)
+// learns it at Unlock instead of releasing someone else's hold.
+TEST(LockRepairTest, ALockUnlockAfterARepairIsDataLoss) {
+  auto c = ThreeSoftNodes();
+  ASSERT_NE(c, nullptr);
+  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
+  ASSERT_TRUE(table.ok());
+  const rdma::RemotePtr lock = table->at(0);
+  auto s0 = c->ThisThread(0);
+  auto s1 = c->ThisThread(1);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  auto holder = NewLockClient(LockKind::kALock, c->node(1), s1->get());
+  auto other = NewLockClient(LockKind::kALock, c->node(0), s0->get());
+  ASSERT_TRUE(holder.ok() && other.ok());
+  ASSERT_TRUE((*holder)->Lock(lock).ok());
+  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 1);
+  ASSERT_TRUE(r.ok() && *r);
+  ASSERT_TRUE((*other)->Lock(lock, rdma::Path::kLoopback).ok());
+  const uint64_t others = Word(lock);
+  const absl::Status st = (*holder)->Unlock(lock);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_EQ(Word(lock), others) << "the late Unlock released the new holder's lock";
+  EXPECT_TRUE((*other)->Unlock(lock).ok());
+}
+
+TEST(LockRepairTest, OnlyTheHomeRepairsAndOnlyLocksThatNameTheirHolder) {
+  auto c = ThreeSoftNodes();
+  ASSERT_NE(c, nullptr);
+  auto table = LockTable::Create(c->node(0), 1, {LockKind::kRdmaMcs});
+  ASSERT_TRUE(table.ok());
+  auto s0 = c->ThisThread(0);
+  auto s1 = c->ThisThread(1);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  EXPECT_EQ(RepairDeadHolder(LockKind::kRdmaMcs, **s0, table->at(0), 2).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(RepairDeadHolder(LockKind::kALock, **s1, table->at(0), 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
