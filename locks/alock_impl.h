@@ -80,6 +80,58 @@ absl::Status PetersonAsNative(ALockWord& w, rdma::RemotePtr lock, const ClientOp
   std::atomic_thread_fence(std::memory_order_acquire);
   return result;
 }
+
+// The NIC side's half of Peterson, run by the thread that holds r_tail, on
+// `line`, a private copy of the lock line read after r_tail went up (the
+// READ chained behind the winning CAS). OK once the NIC side may enter: at
+// once (`*fast`) when the native flag is down; otherwise after victim =
+// remote (WRITE, then READ of the line, one chain), when the native flag is
+// down or the native side made itself the victim, polling the line with
+// READs under exponential backoff. `on_wait()` runs once if it has to wait,
+// `on_wait_done()` after the wait. DeadlineExceeded after `options.timeout`.
+template <typename OnWait, typename OnWaitDone>
+absl::Status PetersonAsNic(rdma::Session& s, rdma::RemotePtr lock, ALockWord& line, const ClientOptions& options,
+                           bool* fast, OnWait&& on_wait, OnWaitDone&& on_wait_done) {
+  const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
+  // Fast path: my flag (r_tail) is up; the native side's is down.
+  *fast = line.l_tail.Load(std::memory_order_relaxed) == 0;
+  if (*fast) return absl::OkStatus();
+  {
+    // victim = remote, then read the whole line: one doorbell, one round trip.
+    // Same QP: the responder executes the WRITE before the READ.
+    rdma::Batch b(s, lock.node());
+    line_ref.Field(&ALockWord::victim).WriteIn(b, kVictimRemote);
+    line_ref.ReadIn(b, &line);
+    if (absl::Status st = b.Execute(); !st.ok()) return st;
+  }
+  lock_internal::Spinner spin(options);
+  bool waited = false;
+  absl::Status result;
+  int backoff = 1;
+  for (;;) {
+    const uint64_t l_tail = line.l_tail.Load(std::memory_order_relaxed);
+    const uint64_t victim = line.victim.Load(std::memory_order_relaxed);
+    if (l_tail == 0 || victim != kVictimRemote) break;
+    if (!waited) {
+      waited = true;
+      on_wait();
+    }
+    // Poll with exponential backoff: each poll is a NIC READ at the lock's node.
+    bool timed_out = false;
+    for (int i = 0; i < backoff && !timed_out; ++i) timed_out = !spin.Spin();
+    if (timed_out) {
+      result = spin.Timeout("ALock: remote Peterson wait for the local cohort", lock);
+      break;
+    }
+    backoff = std::min(backoff * 2, kMaxPollBackoff);
+    if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) {
+      result = st;
+      break;
+    }
+  }
+  if (waited) on_wait_done();
+  return result;
+}
 }  // namespace alock_internal
 
 namespace lock_internal {
@@ -374,55 +426,23 @@ template <typename P>
 absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line,
                                                  bool line_valid, bool* fast) {
   if (fast != nullptr) *fast = false;
-  rdma::Session& s = *session();
   ++stats_.peterson_runs[1];
-  const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
   if (!line_valid) {
-    if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) return st;
+    if (absl::Status st = rdma::RemoteRef<ALockWord>::At(lock).ReadInto(*session(), &line); !st.ok()) return st;
   }
-  // Fast path: my flag (r_tail) is up; the local cohort's is down.
-  if (line.l_tail.Load(std::memory_order_relaxed) == 0) {
-    ++stats_.peterson_fast[1];
-    if (fast != nullptr) *fast = true;
-    slots_[slot].budget = ALockWord::UnpackBudgets(line.budgets.Load(std::memory_order_relaxed)).remote;
-    return absl::OkStatus();
-  }
-  {
-    // victim = remote, then read the whole line: one doorbell, one round trip.
-    // Same QP: the responder executes the WRITE before the READ.
-    rdma::Batch b(s, lock.node());
-    line_ref.Field(&ALockWord::victim).WriteIn(b, kVictimRemote);
-    line_ref.ReadIn(b, &line);
-    if (absl::Status st = b.Execute(); !st.ok()) return st;
-  }
-  lock_internal::Spinner spin(options_);
-  bool waited = false;
-  absl::Status result;
-  int backoff = 1;
-  for (;;) {
-    const uint64_t l_tail = line.l_tail.Load(std::memory_order_relaxed);
-    const uint64_t victim = line.victim.Load(std::memory_order_relaxed);
-    if (l_tail == 0 || victim != kVictimRemote) break;
-    if (!waited) {
-      waited = true;
-      ++stats_.peterson_waits[1];
-      if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kRemote);
-    }
-    // Poll with exponential backoff: each poll is a NIC READ at the lock's node.
-    bool timed_out = false;
-    for (int i = 0; i < backoff && !timed_out; ++i) timed_out = !spin.Spin();
-    if (timed_out) {
-      result = spin.Timeout("ALock: remote Peterson wait for the local cohort", lock);
-      break;
-    }
-    backoff = std::min(backoff * 2, alock_internal::kMaxPollBackoff);
-    if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) {
-      result = st;
-      break;
-    }
-  }
-  if (waited && observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kRemote);
-  if (!result.ok()) return result;
+  bool was_fast = false;
+  const absl::Status st = alock_internal::PetersonAsNic(
+      *session(), lock, line, options_, &was_fast,
+      [&] {
+        ++stats_.peterson_waits[1];
+        if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kRemote);
+      },
+      [&] {
+        if (observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kRemote);
+      });
+  if (was_fast) ++stats_.peterson_fast[1];
+  if (fast != nullptr) *fast = was_fast;
+  if (!st.ok()) return st;
   slots_[slot].budget = ALockWord::UnpackBudgets(line.budgets.Load(std::memory_order_relaxed)).remote;
   return absl::OkStatus();
 }

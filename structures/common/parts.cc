@@ -1,6 +1,7 @@
 #include "structures/common/parts.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -33,6 +34,7 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
     nodes_ = std::move(other.nodes_);
     owned_ = other.owned_;
     catalogue_watch_ = std::move(other.catalogue_watch_);
+    lock_watch_ = std::move(other.lock_watch_);
     other.bases_.clear();
     other.nodes_.clear();
   }
@@ -40,6 +42,7 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
 }
 
 void PartDirectory::FreeAll() {
+  lock_watch_.reset();  // no repair runs on memory about to be freed
   if (!owned_) return;
   for (size_t n = 0; n < bases_.size(); ++n) {
     if (nodes_[n] != nullptr && !bases_[n].is_null()) nodes_[n]->Free(bases_[n], part_bytes_);
@@ -126,15 +129,55 @@ absl::StatusOr<PartDirectory> PartDirectory::OpenNamed(rdma::Cluster& cluster, c
 }
 
 absl::StatusOr<PartDirectory> PartSource::Make(absl::string_view what, absl::string_view options, size_t part_bytes,
-                                               const PartDirectory::InitPart& init) const {
-  if (cluster_ == nullptr) return PartDirectory::Create(what, num_nodes_, local_nodes_, part_bytes, init);
-  NamedSpec spec;
-  spec.name = name_;
-  spec.kind = kind_;
-  spec.value_bytes = value_bytes_;
-  spec.options = std::string(options);
-  spec.part_bytes = part_bytes;
-  return PartDirectory::OpenNamed(*cluster_, spec, init);
+                                               const PartDirectory::InitPart& init, std::vector<LockLines> locks) const {
+  absl::StatusOr<PartDirectory> parts;
+  if (cluster_ == nullptr) {
+    parts = PartDirectory::Create(what, num_nodes_, local_nodes_, part_bytes, init);
+  } else {
+    NamedSpec spec;
+    spec.name = name_;
+    spec.kind = kind_;
+    spec.value_bytes = value_bytes_;
+    spec.options = std::string(options);
+    spec.part_bytes = part_bytes;
+    parts = PartDirectory::OpenNamed(*cluster_, spec, init);
+  }
+  if (parts.ok() && repair_cluster_ != nullptr) parts->RepairLocksOnDeath(*repair_cluster_, std::move(locks));
+  return parts;
+}
+
+void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockLines> locks) {
+  std::vector<rdma::RemotePtr> parts;  // this process's parts
+  for (rdma::RemotePtr b : bases_) {
+    if (!b.is_null()) parts.push_back(b);
+  }
+  lock_watch_.reset();
+  if (parts.empty() || locks.empty()) return;
+  rdma::Cluster* c = &cluster;
+  const std::string what = what_;
+  lock_watch_ = cluster.WatchDeaths([c, parts, locks, what](rdma::NodeId dead) {
+    for (rdma::RemotePtr part : parts) {
+      // A dead node's own part is gone with it (in process: its NIC is).
+      if (!c->PeerStatus(part.node()).ok()) continue;
+      // The home's own loopback QP does the CASes (a NIC word is the NIC's).
+      absl::StatusOr<std::unique_ptr<rdma::Session>> s = c->ThisThread(part.node());
+      absl::Status failed = s.status();
+      for (const LockLines& l : locks) {
+        for (uint64_t i = 0; i < l.count && failed.ok(); ++i) {
+          const rdma::RemotePtr lock = part + l.offset + i * l.stride;
+          absl::StatusOr<bool> r = locks::RepairDeadHolder(
+              locks::LockKind::kALock, **s, lock, dead, l.fix ? [&l, lock] { return l.fix(lock); }
+                                                               : std::function<absl::Status()>());
+          if (!r.ok()) failed = r.status();
+        }
+      }
+      // Nobody waits for a repair's outcome; a failure must still be seen.
+      if (!failed.ok()) {
+        std::fprintf(stderr, "rdmads: %s: node %d could not repair the locks node %d held: %s\n", what.c_str(),
+                     static_cast<int>(part.node()), static_cast<int>(dead), failed.ToString().c_str());
+      }
+    }
+  });
 }
 
 absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::Session* session) const {

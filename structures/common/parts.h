@@ -47,6 +47,17 @@ std::mutex& SharedStateMutex();
 std::weak_ptr<void>& SharedStateSlot(const std::type_info& type, const void* node, uint64_t offset);
 }  // namespace internal_parts
 
+// Where a part keeps its ALock lines: `count` lines `stride` bytes apart,
+// the first `offset` bytes into the part; and what the home does under such
+// a lock, taken from a holder that died, to make what it left whole (null:
+// nothing to do).
+struct LockLines {
+  uint64_t offset = 0;
+  uint64_t stride = 64;
+  uint64_t count = 1;
+  std::function<absl::Status(rdma::RemotePtr lock)> fix;
+};
+
 class PartDirectory {
  public:
   // Called once per newly allocated (zero-filled) part, before Create returns,
@@ -98,6 +109,14 @@ class PartDirectory {
   // hold the part at the shared offset.
   absl::StatusOr<std::vector<rdma::RemotePtr>> Resolve(const rdma::Session* session) const;
 
+  // Crash repair of the parts this process hosts (docs/design.md §9.1,
+  // "Crash repair"): while this directory lives, once `cluster` declares a
+  // node dead, every ALock of `locks` in every local part whose NIC side a
+  // client of that node held is taken over, fixed (LockLines::fix) and
+  // released (locks::RepairDeadHolder), on the cluster's recovery thread. A
+  // repair that fails is reported on stderr.
+  void RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockLines> locks);
+
  private:
   void FreeAll();
 
@@ -110,6 +129,9 @@ class PartDirectory {
   bool owned_ = true;                   // false for named parts, which are never freed
   // Named parts: the catalogue's crash repair (WatchCatalogue) while in use.
   std::unique_ptr<rdma::Cluster::DeathWatch> catalogue_watch_;
+  // The local parts' lock repair (RepairLocksOnDeath), ended before the
+  // parts are freed.
+  std::unique_ptr<rdma::Cluster::DeathWatch> lock_watch_;
 };
 
 // Where a structure's parts come from: fresh parts on the nodes this process
@@ -117,19 +139,27 @@ class PartDirectory {
 // structure writes its checks once, over a PartSource.
 class PartSource {
  public:
+  // Fresh parts are repaired after a death only when `peers` is an
+  // rdma::Cluster (which watches for deaths).
   static PartSource Fresh(rdma::Connector& peers, absl::Span<rdma::Node* const> local_nodes) {
-    return PartSource(peers.num_nodes(), local_nodes, nullptr, "", StructureKind::kHashMap, 0);
+    PartSource p(peers.num_nodes(), local_nodes, nullptr, "", StructureKind::kHashMap, 0);
+    p.repair_cluster_ = dynamic_cast<rdma::Cluster*>(&peers);
+    return p;
   }
   static PartSource Named(rdma::Cluster& cluster, absl::string_view name, StructureKind kind, uint32_t value_bytes) {
-    return PartSource(cluster.num_nodes(), cluster.local_nodes(), &cluster, name, kind, value_bytes);
+    PartSource p(cluster.num_nodes(), cluster.local_nodes(), &cluster, name, kind, value_bytes);
+    p.repair_cluster_ = &cluster;
+    return p;
   }
 
   int num_nodes() const { return num_nodes_; }
   absl::Span<rdma::Node* const> local_nodes() const { return local_nodes_; }
   // The parts: `options` is the text of the options that shape the layout
-  // (compared with an existing named structure's; unused for fresh parts).
+  // (compared with an existing named structure's; unused for fresh parts);
+  // `locks`, the part's ALock lines, repaired after a death
+  // (PartDirectory::RepairLocksOnDeath).
   absl::StatusOr<PartDirectory> Make(absl::string_view what, absl::string_view options, size_t part_bytes,
-                                     const PartDirectory::InitPart& init) const;
+                                     const PartDirectory::InitPart& init, std::vector<LockLines> locks) const;
 
  private:
   PartSource(int num_nodes, absl::Span<rdma::Node* const> local_nodes, rdma::Cluster* cluster,
@@ -140,6 +170,7 @@ class PartSource {
   int num_nodes_;
   absl::Span<rdma::Node* const> local_nodes_;
   rdma::Cluster* cluster_;  // null: fresh parts
+  rdma::Cluster* repair_cluster_ = nullptr;  // who reports deaths; null: nobody
   std::string name_;
   StructureKind kind_;
   uint32_t value_bytes_;

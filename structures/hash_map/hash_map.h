@@ -204,7 +204,9 @@ class BasicHashMap : public CreateOnCluster<BasicHashMap<V, Checks>, HashMapOpti
     if (absl::Status s = CheckALockParts("HashMap", source.local_nodes(), options.budgets); !s.ok()) return s;
     absl::StatusOr<PartDirectory> parts = source.Make(
         "HashMap", OptionsText(options), PartBytes(options),
-        [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); });
+        [&options](rdma::Node& node, rdma::RemotePtr part) { return InitPart(node, part, options); },
+        // Every unit's lock, then the directory's.
+        {LockLines{.offset = 0, .stride = kUnitBytes, .count = GeometryOf(options).pool_units() + 1}});
     if (absl::IsResourceExhausted(parts.status()) && GeometryOf(options).can_grow()) {
       // Most of a growing map's part is its reserved pool: say so.
       return absl::ResourceExhaustedError(absl::StrCat(

@@ -183,7 +183,9 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
                                 }
                                 return locks::InitLock(part + offsetof(queue_internal::Header, head_lock), node.id(),
                                                        init);
-                              });
+                              },
+                              {LockLines{.offset = offsetof(queue_internal::Header, tail_lock)},
+                               LockLines{.offset = offsetof(queue_internal::Header, head_lock)}});
     if (!parts.ok()) return parts.status();
     // One native gate per local ring and side: what this process's native
     // clients share (locks/native_gate.h), and so every Queue object of one

@@ -189,6 +189,24 @@ struct alignas(64) Node {
   const rdma::PlainWord* words() const { return &version; }
 };
 
+// Crash repair (docs/design.md §9.3.2), by the home under the node's lock
+// after a NIC writer died mid-publish, leaving the version odd. Its WRITEs
+// put the meta word after every other changed word (rdma_path.h, Store), so
+// a write that changes one node's words in place (an insert, overwrite or
+// erase) left the content from before or from after it, and only the
+// checksum may be stale: recomputed here, and the version made even.
+// Nothing to do when the version is even.
+template <typename V>
+void RepairAfterDeadWriter(Node<V>& n) {
+  const uint64_t version = n.version.Load(std::memory_order_acquire);
+  if ((version & 1) == 0) return;
+  NodeImage<V> img;
+  for (size_t i = 0; i < NodeImage<V>::kWords; ++i) img.words()[i] = n.words()[i].Load(std::memory_order_relaxed);
+  img.version = version + 1;  // a checksum covers the even version it is published with
+  n.checksum.Store(img.Checksum(), std::memory_order_release);
+  n.version.Store(version + 1, std::memory_order_release);
+}
+
 // The node layout a part is built from, for a value type.
 template <typename V>
 struct NodeLayout {

@@ -84,10 +84,18 @@ class RemoteNodes {
   // Under the lock (when the acquire's chain did not already read it).
   absl::Status SnapshotLocked(uint64_t idx, I* out) { return s_.Read(ImagePtr(idx), out, sizeof(I)); }
 
+  // The meta word (which slots are occupied) goes after every other changed
+  // word: a chain cut short by a crash then leaves the node's content as it
+  // was (new words only in free slots) or as it is after the write, and the
+  // home's repair needs only fix the checksum (RepairAfterDeadWriter).
   void Store(uint64_t idx, const I& img, const Ranges& r) {
     staged_.Stage64(ImagePtr(idx), img.version - 1);
-    for (size_t k = 0; k < r.n; ++k) {
-      staged_.Stage(ImagePtr(idx) + 8 * r.first[k], img.words() + r.first[k], r.last[k] - r.first[k]);
+    for (int meta_pass = 0; meta_pass < 2; ++meta_pass) {
+      for (size_t k = 0; k < r.n; ++k) {
+        const bool has_meta = r.first[k] <= Words<V>::kMeta && Words<V>::kMeta < r.last[k];
+        if (has_meta != (meta_pass == 1)) continue;
+        staged_.Stage(ImagePtr(idx) + 8 * r.first[k], img.words() + r.first[k], r.last[k] - r.first[k]);
+      }
     }
     staged_.Stage64(ImagePtr(idx) + 8 * Words<V>::kChecksum, img.checksum);
     staged_.Stage64(ImagePtr(idx), img.version);

@@ -183,7 +183,13 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
             if (absl::Status s = locks::InitLock(part + L::NodeOffset(i), node.id(), init); !s.ok()) return s;
           }
           return absl::OkStatus();
-        });
+        },
+        {LockLines{.offset = offsetof(skiplist_internal::PartHeader, alloc_lock)},
+         LockLines{.offset = L::NodeOffset(0), .stride = kNodeBytes, .count = nodes,
+                   .fix = [](rdma::RemotePtr lock) {
+                     skiplist_internal::RepairAfterDeadWriter(*lock.local<skiplist_internal::Node<V>>());
+                     return absl::OkStatus();
+                   }}});
     if (!parts.ok()) return parts.status();
     return BasicSkipList(std::move(*parts), std::move(o));
   }
