@@ -109,6 +109,42 @@ SlotState ForConsumer(const RingLayout<V>& l, uint64_t seq, uint64_t h) {
   return SlotState::kTorn;
 }
 
+// Crash repair (docs/design.md §9.4.1), by the home under a ring side's
+// lock, taken from a NIC holder that died mid-operation. `seqs` is the
+// ring's seq array. Each side's last WRITE moves its counter, after the seq
+// WRITEs of the same chain, so a dead holder may have changed seqs without
+// moving the counter; a seq changes only forward (free, holds the value,
+// freed a round later), so the seqs say how far its operation got, and the
+// repair moves the counter there: the operation took effect for the
+// positions it reached, and for no other.
+//
+// Producers: from `tail`, every position whose seq says published, or
+// already consumed (a consumer may take a published value before tail
+// moves), was enqueued.
+template <typename V>
+void RepairTailAfterDeadProducer(const RingLayout<V>& l, Header& h, const rdma::PlainWord* seqs) {
+  uint64_t t = h.tail.Load(std::memory_order_acquire);
+  for (uint64_t n = 0; n < l.capacity; ++n, ++t) {
+    const uint64_t seq = seqs[l.Slot(t)].Load(std::memory_order_acquire);
+    if (seq != l.HoldsValueOf(t) && seq != l.FreedAfter(t)) break;
+  }
+  h.tail.Store(t, std::memory_order_release);
+}
+// Consumers: from `head`, every position whose seq says freed, or already
+// published again a round later (a producer may reuse a freed slot before
+// head moves), was dequeued: taken by the dead consumer, which never
+// returned it (a consumer that dies after its take loses that value, as
+// at-most-once delivery does).
+template <typename V>
+void RepairHeadAfterDeadConsumer(const RingLayout<V>& l, Header& h, const rdma::PlainWord* seqs) {
+  uint64_t c = h.head.Load(std::memory_order_acquire);
+  for (uint64_t n = 0; n < l.capacity; ++n, ++c) {
+    const uint64_t seq = seqs[l.Slot(c)].Load(std::memory_order_acquire);
+    if (seq != l.FreedAfter(c) && seq != l.HoldsValueOf(c + l.capacity)) break;
+  }
+  h.head.Store(c, std::memory_order_release);
+}
+
 }  // namespace structures::queue_internal
 
 #endif  // STRUCTURES_QUEUE_LAYOUT_H_

@@ -1,12 +1,16 @@
 // Remote writers that die mid-operation (docs/design.md §5 "Failures and
 // repair", §9.1 "Crash repair"), on the soft NIC's crash points: node 2
 // runs one write against node 0's part and dies after its k-th work
-// request, for every k of that write. Node 0's repair releases the locks
-// node 2 held once the cluster declares it dead; then
-//  * the key written holds its value from before or after the write, whole;
-//  * every other key is intact;
-//  * node 1 writes the same key (the same unit's or node's lock) within 2 s
-//    (a lock left held would make it wait the 30 s lock timeout).
+// request, for every k of that write. Node 0's repair takes over the locks
+// node 2 held once the cluster declares it dead, fixes what it left and
+// releases them; then
+//  * maps: the key written holds its value from before or after the write
+//    (after, if the write returned), whole; every other key is intact, and
+//    no key is added; node 1 writes the same key (the same unit's or node's
+//    lock) within 2 s (a lock left held would make it wait 30 s);
+//  * the queue: node 0's ring holds what it held, plus the value enqueued
+//    or minus the value dequeued (if the operation returned: certainly), in
+//    order, nothing twice; node 1 enqueues and dequeues within 2 s.
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "rdma/cluster.h"
 #include "rdma/soft/soft_nic.h"
 #include "structures/hash_map/hash_map.h"
+#include "structures/queue/queue.h"
 #include "structures/skiplist/skiplist.h"
 
 namespace structures {
@@ -209,6 +214,116 @@ TEST_P(SkipListCrashTest, AWriterDyingAtAnyWorkRequestLeavesTheMapWholeAndUnlock
 }
 INSTANTIATE_TEST_SUITE_P(Writes, SkipListCrashTest, ::testing::Values(Write::kPut, Write::kInsert, Write::kErase),
                          [](const ::testing::TestParamInfo<Write>& i) { return Name(i.param); });
+
+enum class QueueOp { kEnqueue, kDequeue };
+std::string Name(QueueOp op) { return op == QueueOp::kEnqueue ? "Enqueue" : "Dequeue"; }
+
+struct QueueWorld {
+  std::unique_ptr<rdma::Cluster> cluster;
+  std::optional<Queue<uint64_t>> queue;
+  std::unique_ptr<rdma::Session> s[3];
+  std::unique_ptr<Queue<uint64_t>::Client> c[3];
+};
+
+constexpr uint64_t kQueued = 5;  // values 1..5 in node 0's ring before the crash
+
+std::unique_ptr<QueueWorld> BuildQueue() {
+  auto w = std::make_unique<QueueWorld>();
+  w->cluster = Make();
+  if (w->cluster == nullptr) return nullptr;
+  QueueOptions o;
+  o.capacity = 8;
+  auto q = Queue<uint64_t>::Create(*w->cluster, o);
+  EXPECT_TRUE(q.ok()) << q.status();
+  if (!q.ok()) return nullptr;
+  w->queue.emplace(std::move(*q));
+  for (rdma::NodeId n = 0; n < 3; ++n) {
+    auto s = w->cluster->ThisThread(n);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return nullptr;
+    w->s[n] = std::move(*s);
+    auto c = w->queue->NewClient(*w->s[n]);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return nullptr;
+    w->c[n] = std::move(*c);
+  }
+  for (uint64_t v = 1; v <= kQueued; ++v) {
+    auto in = w->c[kHome]->Enqueue(kHome, v);
+    EXPECT_TRUE(in.ok() && *in) << "enqueue " << v;
+  }
+  return w;
+}
+
+absl::Status RunQueueOp(QueueWorld& w, QueueOp op) {
+  if (op == QueueOp::kEnqueue) return w.c[kDying]->Enqueue(kHome, 100).status();
+  return w.c[kDying]->Dequeue(kHome).status();
+}
+
+class QueueCrashTest : public ::testing::TestWithParam<QueueOp> {};
+TEST_P(QueueCrashTest, AProducerOrConsumerDyingAtAnyWorkRequestLosesAndRepeatsNothing) {
+  const QueueOp op = GetParam();
+  uint64_t n = 0;
+  {
+    auto w = BuildQueue();
+    ASSERT_NE(w, nullptr);
+    const uint64_t before = Soft(*w->cluster, kDying).stats().wrs_posted;
+    ASSERT_TRUE(RunQueueOp(*w, op).ok());
+    n = Soft(*w->cluster, kDying).stats().wrs_posted - before;
+    ASSERT_GE(n, 2u);
+  }
+  for (uint64_t k = 0; k < n; ++k) {
+    SCOPED_TRACE(testing::Message() << Name(op) << ": node 2 dies after " << k << " of its " << n << " work requests");
+    auto w = BuildQueue();
+    ASSERT_NE(w, nullptr);
+    Soft(*w->cluster, kDying).faults().CrashAfterOperations(k);
+    const bool acknowledged = RunQueueOp(*w, op).ok();
+    // Node 1 enqueues behind whatever is there (the tail lock, repaired).
+    const auto start = Clock::now();
+    auto in = w->c[kSurvivor]->Enqueue(kHome, 200);
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(2)) << "the dead producer's lock was not released promptly";
+    ASSERT_TRUE(in.ok()) << in.status();
+    ASSERT_TRUE(*in);
+    // Node 1 drains the ring (the head lock, repaired).
+    std::vector<uint64_t> out;
+    for (;;) {
+      auto v = w->c[kSurvivor]->Dequeue(kHome);
+      ASSERT_TRUE(v.ok()) << v.status();
+      if (!v->has_value()) break;
+      out.push_back(**v);
+      ASSERT_LE(out.size(), kQueued + 2) << "more values than were ever enqueued";
+    }
+    std::vector<uint64_t> before_crash;
+    for (uint64_t v = 1; v <= kQueued; ++v) before_crash.push_back(v);
+    std::vector<std::vector<uint64_t>> allowed;
+    if (op == QueueOp::kEnqueue) {
+      auto with = before_crash;
+      with.push_back(100);
+      with.push_back(200);
+      allowed.push_back(with);
+      if (!acknowledged) {
+        auto without = before_crash;
+        without.push_back(200);
+        allowed.push_back(without);
+      }
+    } else {
+      auto taken = std::vector<uint64_t>(before_crash.begin() + 1, before_crash.end());
+      taken.push_back(200);
+      allowed.push_back(taken);
+      if (!acknowledged) {
+        auto kept = before_crash;
+        kept.push_back(200);
+        allowed.push_back(kept);
+      }
+    }
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == out;
+    std::string got;
+    for (uint64_t v : out) got += std::to_string(v) + " ";
+    EXPECT_TRUE(ok) << "node 0's ring drained as: " << got;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ops, QueueCrashTest, ::testing::Values(QueueOp::kEnqueue, QueueOp::kDequeue),
+                         [](const ::testing::TestParamInfo<QueueOp>& i) { return Name(i.param); });
 
 }  // namespace
 }  // namespace structures
