@@ -9,6 +9,9 @@
 //    gets in first;
 //  * ALock's native head waiting in Peterson behind a NIC holder enters once
 //    the NIC cohort leaves (r_tail empty), with no NIC waiter to write victim;
+//  * ALock's NIC locker whose CAS wins after a poll saw the line empty runs
+//    Peterson on the line its winning chain read (a native thread may have
+//    entered between the poll and the CAS: the post hook places it there);
 //  * ALock's NIC locker whose first CAS finds a holder: the line its first
 //    chain read (and the chained READs after it) were read before its flag
 //    went up, so it enters only on a later chain whose CAS won, and reports
@@ -30,6 +33,7 @@
 #include "locks/lock.h"
 #include "rdma/cluster.h"
 #include "rdma/soft/soft_nic.h"
+#include "rdma/work_request.h"
 #include "rdma/session.h"
 #include "tests/locks/lock_checks_util.h"
 #include "tests/locks/stress_harness.h"
@@ -215,6 +219,60 @@ TEST(LockChecks, ALockNicLockerReadsTheLineAgainWhenItsNextCasWins) {
   ASSERT_TRUE(native->Unlock(lock).ok());
   locker.join();
   hold.reset();
+  ASSERT_TRUE(r_status.ok()) << r_status;
+  EXPECT_TRUE(r->Unlock(lock).ok());
+}
+
+// R (node 1) waits for X (a loopback holder) by polling the line. X
+// leaves; R's poll sees the line empty and R posts its CAS chain. Held at
+// that post (the soft NIC's post hook), a native thread takes the lock on
+// the fast path (r_tail is still 0). R's CAS then wins: R must run Peterson
+// on the line its winning chain read (native flag up) and wait, not on the
+// line of its last poll (native flag down), which would let it in beside
+// the native holder.
+TEST(LockChecks, ALockNicLockerUsesTheLineItsWinningCasRead) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
+  const RemotePtr lock = t.at(0);
+  auto s0 = std::move(*cluster->NewSession(0));
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto x = std::move(*ALockClient::Create(cluster->node(0), s0.get()));
+  auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr));
+  auto r = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
+  ASSERT_TRUE(x->Lock(lock, Path::kLoopback).ok());
+  std::atomic<int> cases{0};
+  std::atomic<bool> native_go{false}, native_in{false};
+  auto* nic1 = rdma::soft::AsSoftDevice(cluster->node(1).device());
+  nic1->SetPostHook([&](const rdma::WorkRequest& wr) {
+    if (wr.opcode != rdma::Opcode::kCompareSwap || ++cases != 2) return;
+    // R's second CAS, posted after a poll saw r_tail empty: let the native
+    // thread in first.
+    native_go.store(true);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!native_in.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
+  std::atomic<bool> in{false};
+  absl::Status r_status;
+  std::thread locker([&] {
+    r_status = r->Lock(lock);
+    in.store(true);
+  });
+  std::thread head([&] {
+    while (!native_go.load()) std::this_thread::yield();
+    ASSERT_TRUE(native->Lock(lock).ok());
+    native_in.store(true);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (cases.load() < 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_EQ(cases.load(), 1) << "R never posted its first CAS";
+  ASSERT_TRUE(x->Unlock(lock).ok());
+  head.join();
+  ASSERT_TRUE(native_in.load());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(in.load()) << "R entered while the native thread held the lock: " << r_status;
+  ASSERT_TRUE(native->Unlock(lock).ok());
+  locker.join();
+  nic1->SetPostHook(nullptr);
   ASSERT_TRUE(r_status.ok()) << r_status;
   EXPECT_TRUE(r->Unlock(lock).ok());
 }
