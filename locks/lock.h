@@ -175,18 +175,17 @@ class LockClient {
 // repair"), run by the process hosting `lock` once it has declared node
 // `dead` dead (rdma::Cluster::WatchDeaths), with a Session on the lock's
 // node. When the lock's NIC word holds the token of a client on `dead`, the
-// home takes the lock over (a NIC CAS from that token to a token of its
-// own; for ALock it then runs Peterson as that holder's NIC successor, since
-// the dead one may have been waiting with a native thread inside), runs
-// `fix` under the lock (to make what the dead holder left whole), releases
-// it and returns true; otherwise nothing changes (false). The CAS makes it
-// exactly once: a second repair, or one racing a live client, finds another
-// value. For kALock and kRdmaSpin, whose NIC word names its one NIC holder;
+// home takes the NIC side over (a NIC CAS from that token to a token of its
+// own), runs `fix`, releases it and returns true; otherwise nothing changes
+// (false). The CAS makes it exactly once: a second repair, or one racing a
+// live client, finds another value. `fix` runs at once, while native
+// threads may be inside the lock (the dead holder may have been waiting for
+// them), so it may change only what the dead holder marked as its own.
+// For kALock and kRdmaSpin, whose NIC word names its one NIC holder;
 // Unimplemented for the MCS kinds, whose queue links live in the waiters'
 // own memory. `fix`'s error is returned after the lock is released.
 absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::RemotePtr lock, rdma::NodeId dead,
-                                      const std::function<absl::Status()>& fix = nullptr,
-                                      std::chrono::nanoseconds timeout = std::chrono::seconds(30));
+                                      const std::function<absl::Status()>& fix = nullptr);
 
 // A client of `kind` for the calling thread, living on `node`. `session` is
 // the thread's own Session on `node`; it may be null only for kLocalMcs and

@@ -166,8 +166,8 @@ void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockL
         for (uint64_t i = 0; i < l.count && failed.ok(); ++i) {
           const rdma::RemotePtr lock = part + l.offset + i * l.stride;
           absl::StatusOr<bool> r = locks::RepairDeadHolder(
-              locks::LockKind::kALock, **s, lock, dead, l.fix ? [&l, lock] { return l.fix(lock); }
-                                                               : std::function<absl::Status()>());
+              locks::LockKind::kALock, **s, lock, dead,
+              l.fix ? [&l, lock, dead] { return l.fix(lock, dead); } : std::function<absl::Status()>());
           if (!r.ok()) failed = r.status();
         }
       }

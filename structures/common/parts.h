@@ -48,14 +48,14 @@ std::weak_ptr<void>& SharedStateSlot(const std::type_info& type, const void* nod
 }  // namespace internal_parts
 
 // Where a part keeps its ALock lines: `count` lines `stride` bytes apart,
-// the first `offset` bytes into the part; and what the home does under such
-// a lock, taken from a holder that died, to make what it left whole (null:
-// nothing to do).
+// the first `offset` bytes into the part; and what the home does with such
+// a lock taken over from node `dead`, to make what that holder left whole
+// (null: nothing to do; locks::RepairDeadHolder says what a fix may touch).
 struct LockLines {
   uint64_t offset = 0;
   uint64_t stride = 64;
   uint64_t count = 1;
-  std::function<absl::Status(rdma::RemotePtr lock)> fix;
+  std::function<absl::Status(rdma::RemotePtr lock, rdma::NodeId dead)> fix;
 };
 
 class PartDirectory {

@@ -224,6 +224,27 @@ class BasicQueueClient {
     return absl::OkStatus();
   }
 
+  // Under a side's lock: positions from `*counter` that a holder which died
+  // under this lock completed without moving the counter (left_by_dead says
+  // so of a seq; queue_internal::LeftByDeadProducer, LeftByDeadConsumer).
+  // They took effect: the counter moves past them, and the seqs from the new
+  // counter are loaded into `seqs` again. Costs nothing unless `seqs[0]`
+  // says so.
+  template <typename Ring, typename LeftByDead>
+  absl::Status SkipPositionsOfTheDead(Ring& ring, uint64_t* counter, size_t k, uint64_t* seqs, LeftByDead&& left_by_dead) {
+    if (!left_by_dead(seqs[0], *counter)) return absl::OkStatus();
+    uint64_t c = *counter;
+    for (uint64_t seq = seqs[0]; left_by_dead(seq, c) && c - *counter < l_.capacity;) {
+      ++c;
+      ring.Unprime();
+      RETURN_IF_ERROR(ring.LoadSeqs(c, 1, &seq));
+    }
+    ring.StoreCounter(c);
+    RETURN_IF_ERROR(ring.Flush());
+    *counter = c;
+    return ring.LoadSeqs(c, k, seqs);
+  }
+
   // The producer step, under the tail lock: how many of `values` fit, their
   // payloads, then their seq publishes, then the new tail.
   template <typename Ring>
@@ -233,6 +254,9 @@ class BasicQueueClient {
     const size_t k = values.size();
     uint64_t* const seqs = SeqScratch(k);
     RETURN_IF_ERROR(ring.LoadSeqs(t, k, seqs));
+    RETURN_IF_ERROR(SkipPositionsOfTheDead(ring, &t, k, seqs, [&](uint64_t s, uint64_t p) {
+      return queue_internal::LeftByDeadProducer(l_, s, p);
+    }));
     size_t n = 0;
     for (; n < k; ++n) {
       SlotState st = queue_internal::ForProducer(l_, seqs[n], t + n);
@@ -269,6 +293,10 @@ class BasicQueueClient {
     RETURN_IF_ERROR(ring.LoadCounter(&h));
     uint64_t* const seqs = SeqScratch(max);
     uint64_t* const words = WordScratch(max);
+    RETURN_IF_ERROR(ring.LoadSeqs(h, 1, seqs));
+    RETURN_IF_ERROR(SkipPositionsOfTheDead(ring, &h, 1, seqs, [&](uint64_t s, uint64_t p) {
+      return queue_internal::LeftByDeadConsumer(l_, s, p);
+    }));
     if constexpr (Checks::kSeqBeforePayload) {
       RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));

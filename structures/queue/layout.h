@@ -109,40 +109,21 @@ SlotState ForConsumer(const RingLayout<V>& l, uint64_t seq, uint64_t h) {
   return SlotState::kTorn;
 }
 
-// Crash repair (docs/design.md §9.4.1), by the home under a ring side's
-// lock, taken from a NIC holder that died mid-operation. `seqs` is the
-// ring's seq array. Each side's last WRITE moves its counter, after the seq
-// WRITEs of the same chain, so a dead holder may have changed seqs without
-// moving the counter; a seq changes only forward (free, holds the value,
-// freed a round later), so the seqs say how far its operation got, and the
-// repair moves the counter there: the operation took effect for the
-// positions it reached, and for no other.
-//
-// Producers: from `tail`, every position whose seq says published, or
-// already consumed (a consumer may take a published value before tail
-// moves), was enqueued.
+// Crash repair (docs/design.md §9.4.1): what a side's lock holder that died
+// may have left for the next holder. Each side's last WRITE moves its
+// counter, after the seq WRITEs of the same chain, and a seq only moves
+// forward (free, holds the value, freed a round later), so under the lock
+// only a dead holder can have left the seq at the counter already past the
+// state the counter asks for: published (or already consumed) at `tail`,
+// freed (or already published again) at `head`. Such a position took effect
+// and the counter moves past it.
 template <typename V>
-void RepairTailAfterDeadProducer(const RingLayout<V>& l, Header& h, const rdma::PlainWord* seqs) {
-  uint64_t t = h.tail.Load(std::memory_order_acquire);
-  for (uint64_t n = 0; n < l.capacity; ++n, ++t) {
-    const uint64_t seq = seqs[l.Slot(t)].Load(std::memory_order_acquire);
-    if (seq != l.HoldsValueOf(t) && seq != l.FreedAfter(t)) break;
-  }
-  h.tail.Store(t, std::memory_order_release);
+bool LeftByDeadProducer(const RingLayout<V>& l, uint64_t seq, uint64_t tail) {
+  return seq == l.HoldsValueOf(tail) || seq == l.FreedAfter(tail);
 }
-// Consumers: from `head`, every position whose seq says freed, or already
-// published again a round later (a producer may reuse a freed slot before
-// head moves), was dequeued: taken by the dead consumer, which never
-// returned it (a consumer that dies after its take loses that value, as
-// at-most-once delivery does).
 template <typename V>
-void RepairHeadAfterDeadConsumer(const RingLayout<V>& l, Header& h, const rdma::PlainWord* seqs) {
-  uint64_t c = h.head.Load(std::memory_order_acquire);
-  for (uint64_t n = 0; n < l.capacity; ++n, ++c) {
-    const uint64_t seq = seqs[l.Slot(c)].Load(std::memory_order_acquire);
-    if (seq != l.FreedAfter(c) && seq != l.HoldsValueOf(c + l.capacity)) break;
-  }
-  h.head.Store(c, std::memory_order_release);
+bool LeftByDeadConsumer(const RingLayout<V>& l, uint64_t seq, uint64_t head) {
+  return seq == l.FreedAfter(head) || seq == l.HoldsValueOf(head + l.capacity);
 }
 
 }  // namespace structures::queue_internal

@@ -184,18 +184,10 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
                                 return locks::InitLock(part + offsetof(queue_internal::Header, head_lock), node.id(),
                                                        init);
                               },
-                              {LockLines{.offset = offsetof(queue_internal::Header, tail_lock),
-                                         .fix = [layout](rdma::RemotePtr lock) {
-                                           RepairSide(layout, RingOf(lock, offsetof(queue_internal::Header, tail_lock)),
-                                                      /*producer=*/true);
-                                           return absl::OkStatus();
-                                         }},
-                               LockLines{.offset = offsetof(queue_internal::Header, head_lock),
-                                         .fix = [layout](rdma::RemotePtr lock) {
-                                           RepairSide(layout, RingOf(lock, offsetof(queue_internal::Header, head_lock)),
-                                                      /*producer=*/false);
-                                           return absl::OkStatus();
-                                         }}});
+                              // What a dead holder left is made whole by the next holder
+                              // (client.h, SkipPositionsOfTheDead).
+                              {LockLines{.offset = offsetof(queue_internal::Header, tail_lock)},
+                               LockLines{.offset = offsetof(queue_internal::Header, head_lock)}});
     if (!parts.ok()) return parts.status();
     // One native gate per local ring and side: what this process's native
     // clients share (locks/native_gate.h), and so every Queue object of one
@@ -221,20 +213,6 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
     return BasicQueue(std::move(*parts), std::move(*gates), options);
   }
   // What a named queue's processes must agree on (catalogue.h).
-  // Crash repair of one side of a local ring, under that side's lock taken
-  // from a NIC holder that died (docs/design.md §9.4.1).
-  static rdma::RemotePtr RingOf(rdma::RemotePtr lock, uint64_t lock_offset) {
-    return rdma::RemotePtr(lock.node(), lock.address() - lock_offset);
-  }
-  static void RepairSide(const L& layout, rdma::RemotePtr ring, bool producer) {
-    auto& header = *ring.local<queue_internal::Header>();
-    const auto* seqs = reinterpret_cast<const rdma::PlainWord*>(ring.address() + queue_internal::kSeqOffset);
-    if (producer) {
-      queue_internal::RepairTailAfterDeadProducer(layout, header, seqs);
-    } else {
-      queue_internal::RepairHeadAfterDeadConsumer(layout, header, seqs);
-    }
-  }
   static std::string OptionsText(const QueueOptions& o) {
     return absl::StrCat("capacity=", o.capacity, " budgets=", o.budgets.local, "/", o.budgets.remote);
   }

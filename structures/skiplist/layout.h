@@ -189,22 +189,33 @@ struct alignas(64) Node {
   const rdma::PlainWord* words() const { return &version; }
 };
 
-// Crash repair (docs/design.md §9.3.2), by the home under the node's lock
-// after a NIC writer died mid-publish, leaving the version odd. Its WRITEs
-// put the meta word after every other changed word (rdma_path.h, Store), so
-// a write that changes one node's words in place (an insert, overwrite or
+// A node's version while a writer publishes: odd. A NIC writer also names
+// its node in the top bits (node + 1; 0 for native writers), so that the
+// home's crash repair touches only what a dead node left half published.
+inline constexpr int kWriterShift = 48;
+inline constexpr uint64_t kVersionMask = (uint64_t{1} << kWriterShift) - 1;
+inline uint64_t OddVersion(uint64_t even_version, rdma::NodeId nic_writer) {
+  return (even_version - 1) | ((uint64_t{nic_writer} + 1) << kWriterShift);
+}
+
+// Crash repair (docs/design.md §9.3.2), by the home once node `dead` is
+// declared dead, with its lock taken over. A NIC writer of `dead` that died
+// mid-publish left the version odd and marked with its node. Its WRITEs put
+// the meta word after every other changed word (rdma_path.h, Store), so a
+// write that changes one node's words in place (an insert, overwrite or
 // erase) left the content from before or from after it, and only the
-// checksum may be stale: recomputed here, and the version made even.
-// Nothing to do when the version is even.
+// checksum may be stale: recomputed here, and the version made even. Any
+// other version (even, or odd from a live or native writer, which may be
+// inside the lock right now) is left alone.
 template <typename V>
-void RepairAfterDeadWriter(Node<V>& n) {
+void RepairAfterDeadWriter(Node<V>& n, rdma::NodeId dead) {
   const uint64_t version = n.version.Load(std::memory_order_acquire);
-  if ((version & 1) == 0) return;
+  if ((version & 1) == 0 || (version >> kWriterShift) != uint64_t{dead} + 1) return;
   NodeImage<V> img;
   for (size_t i = 0; i < NodeImage<V>::kWords; ++i) img.words()[i] = n.words()[i].Load(std::memory_order_relaxed);
-  img.version = version + 1;  // a checksum covers the even version it is published with
+  img.version = (version & kVersionMask) + 1;  // a checksum covers the even version it is published with
   n.checksum.Store(img.Checksum(), std::memory_order_release);
-  n.version.Store(version + 1, std::memory_order_release);
+  n.version.Store(img.version, std::memory_order_release);
 }
 
 // The node layout a part is built from, for a value type.

@@ -89,7 +89,7 @@ class RemoteNodes {
   // was (new words only in free slots) or as it is after the write, and the
   // home's repair needs only fix the checksum (RepairAfterDeadWriter).
   void Store(uint64_t idx, const I& img, const Ranges& r) {
-    staged_.Stage64(ImagePtr(idx), img.version - 1);
+    staged_.Stage64(ImagePtr(idx), OddVersion(img.version, s_.self()));
     for (int meta_pass = 0; meta_pass < 2; ++meta_pass) {
       for (size_t k = 0; k < r.n; ++k) {
         const bool has_meta = r.first[k] <= Words<V>::kMeta && Words<V>::kMeta < r.last[k];

@@ -186,8 +186,8 @@ class BasicSkipList : public CreateOnCluster<BasicSkipList<V, Checks>, SkipListO
         },
         {LockLines{.offset = offsetof(skiplist_internal::PartHeader, alloc_lock)},
          LockLines{.offset = L::NodeOffset(0), .stride = kNodeBytes, .count = nodes,
-                   .fix = [](rdma::RemotePtr lock) {
-                     skiplist_internal::RepairAfterDeadWriter(*lock.local<skiplist_internal::Node<V>>());
+                   .fix = [](rdma::RemotePtr lock, rdma::NodeId dead) {
+                     skiplist_internal::RepairAfterDeadWriter(*lock.local<skiplist_internal::Node<V>>(), dead);
                      return absl::OkStatus();
                    }}});
     if (!parts.ok()) return parts.status();

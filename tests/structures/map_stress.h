@@ -101,12 +101,21 @@ struct StressConfig {
   // worker's client has read under the lock: a test of the fallback needs no
   // more, however slow the machine, and keeps its history short.
   bool end_at_first_locked_read = false;
+  // Soft backend only: node `crash_node` dies after its NIC executes
+  // `crash_after_wrs` work requests from the start of its worker's run (a
+  // crash point, usually in the middle of an operation;
+  // rdma/soft/fault_injector.h). Give it one worker: that worker's failed
+  // operation stays pending in the history and ends its run; the other
+  // workers keep going through the home's crash repair.
+  int crash_node = -1;
+  uint64_t crash_after_wrs = 0;
 };
 
 struct StressResult {
   lincheck::History history;
   uint64_t ops = 0;
   uint64_t errors = 0;  // operations that returned a non-OK status (left pending)
+  uint64_t crashed = 0;  // ... by the crashed node's workers (not counted in `errors`)
   uint64_t data_loss = 0;  // ... of which DataLoss (the map's own integrity check)
   std::string first_error;
   uint64_t torn_reads = 0;    // summed ReadStats
@@ -156,6 +165,11 @@ StressResult RunMapStress(const StressConfig& cfg) {
     ++result.errors;
     return result;
   }
+  if (cfg.crash_node >= 0 && cfg.backend != "soft") {
+    result.first_error = "crash points need the soft NIC";
+    ++result.errors;
+    return result;
+  }
   auto map = Traits::Create(*cluster, cfg);
   if (!map.ok()) {
     result.first_error = map.status().ToString();
@@ -188,7 +202,7 @@ StressResult RunMapStress(const StressConfig& cfg) {
   }
 
   lincheck::Recorder recorder;
-  std::atomic<uint64_t> ops{0}, data_loss{0}, torn{0}, locked{0}, splits{0}, stale{0};
+  std::atomic<uint64_t> ops{0}, data_loss{0}, torn{0}, locked{0}, splits{0}, stale{0}, crashed{0};
   StressCrew crew(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
 
   auto worker = [&](int t) {
@@ -199,11 +213,23 @@ StressResult RunMapStress(const StressConfig& cfg) {
     std::mt19937_64 rng(cfg.seed * 1000003 + t);
     const auto deadline = crew.bounds().Deadline();
     int64_t counter = 0;
+    const bool dies = w.node == cfg.crash_node;
+    bool dead = false;
+    if (dies) {  // counted from here: the work requests of this worker's operations
+      rdma::soft::AsSoftDevice(cluster->node(static_cast<rdma::NodeId>(w.node)).device())
+          ->faults()
+          .CrashAfterOperations(cfg.crash_after_wrs);
+    }
     auto note_error = [&](const absl::Status& s) {
+      if (dies) {  // its node crashed: the operation stays pending
+        crashed.fetch_add(1);
+        dead = true;
+        return;
+      }
       if (absl::IsDataLoss(s)) data_loss.fetch_add(1);
       crew.NoteError(s);
     };
-    for (int i = 0; crew.bounds().Another(i, deadline); ++i) {
+    for (int i = 0; !dead && crew.bounds().Another(i, deadline); ++i) {
       StressCrew::Think(w.think);
       const bool hot = cfg.hot_keys > 0 && static_cast<int>(rng() % 100) < cfg.hot_percent;
       const size_t nk = hot ? std::min<size_t>(cfg.hot_keys, keys.size()) : keys.size();
@@ -298,6 +324,7 @@ StressResult RunMapStress(const StressConfig& cfg) {
   result.locked_reads = locked.load();
   result.splits = splits.load();
   result.stale = stale.load();
+  result.crashed = crashed.load();
   return result;
 }
 
