@@ -215,6 +215,37 @@ TEST_P(SkipListCrashTest, AWriterDyingAtAnyWorkRequestLeavesTheMapWholeAndUnlock
 INSTANTIATE_TEST_SUITE_P(Writes, SkipListCrashTest, ::testing::Values(Write::kPut, Write::kInsert, Write::kErase),
                          [](const ::testing::TestParamInfo<Write>& i) { return Name(i.param); });
 
+// The ordered map's fix touches only a node a dead node's writer left half
+// published: a native writer's odd version (which may be mid-publish right
+// now, beside the repair) and a live node's are left alone.
+TEST(SkipListRepairTest, TheFixTouchesOnlyWhatTheDeadNodeMarked) {
+  using N = skiplist_internal::Node<uint64_t>;
+  auto make = [](uint64_t version) {
+    auto n = std::make_unique<N>();
+    for (size_t i = 0; i < skiplist_internal::NodeImage<uint64_t>::kWords; ++i) n->words()[i].Store(0);
+    n->meta.Store(1);
+    n->keys[0].Store(42);
+    n->values[0][0].Store(7);
+    n->version.Store(version);
+    return n;
+  };
+  const uint64_t even = 10;
+  auto native = make(even - 1);  // a native writer's publish in flight
+  auto live = make(skiplist_internal::OddVersion(even, /*nic_writer=*/1));
+  auto dead = make(skiplist_internal::OddVersion(even, /*nic_writer=*/2));
+  const uint64_t untouched_checksum = native->checksum.Load();
+  skiplist_internal::RepairAfterDeadWriter(*native, /*dead=*/2);
+  skiplist_internal::RepairAfterDeadWriter(*live, /*dead=*/2);
+  skiplist_internal::RepairAfterDeadWriter(*dead, /*dead=*/2);
+  EXPECT_EQ(native->version.Load(), even - 1);
+  EXPECT_EQ(native->checksum.Load(), untouched_checksum);
+  EXPECT_EQ(live->version.Load(), skiplist_internal::OddVersion(even, 1));
+  EXPECT_EQ(dead->version.Load(), even);
+  skiplist_internal::NodeImage<uint64_t> img;
+  for (size_t i = 0; i < skiplist_internal::NodeImage<uint64_t>::kWords; ++i) img.words()[i] = dead->words()[i].Load();
+  EXPECT_TRUE(img.Valid()) << "the repaired node's checksum must match its words";
+}
+
 enum class QueueOp { kEnqueue, kDequeue };
 std::string Name(QueueOp op) { return op == QueueOp::kEnqueue ? "Enqueue" : "Dequeue"; }
 
