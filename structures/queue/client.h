@@ -293,16 +293,18 @@ class BasicQueueClient {
     RETURN_IF_ERROR(ring.LoadCounter(&h));
     uint64_t* const seqs = SeqScratch(max);
     uint64_t* const words = WordScratch(max);
-    RETURN_IF_ERROR(ring.LoadSeqs(h, 1, seqs));
-    RETURN_IF_ERROR(SkipPositionsOfTheDead(ring, &h, 1, seqs, [&](uint64_t s, uint64_t p) {
-      return queue_internal::LeftByDeadConsumer(l_, s, p);
-    }));
     if constexpr (Checks::kSeqBeforePayload) {
       RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));
     } else {  // test-only mutant: payload first
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));
       RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
+    }
+    if (queue_internal::LeftByDeadConsumer(l_, seqs[0], h)) {
+      RETURN_IF_ERROR(SkipPositionsOfTheDead(ring, &h, max, seqs, [&](uint64_t s, uint64_t p) {
+        return queue_internal::LeftByDeadConsumer(l_, s, p);
+      }));
+      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));  // after the seqs, as above
     }
     size_t n = 0;
     for (; n < max; ++n) {
