@@ -14,6 +14,7 @@
 #include "locks/lock.h"
 #include "rdma/session.h"
 #include "structures/common/checksum.h"
+#include "structures/common/parts.h"
 #include "util/status_macros.h"
 
 namespace structures {
@@ -298,7 +299,7 @@ std::unique_ptr<rdma::Cluster::DeathWatch> WatchCatalogue(rdma::Cluster& cluster
   rdma::Cluster* c = &cluster;
   return cluster.WatchDeaths([c](rdma::NodeId dead) {
     const RestoreThreadNode restore;
-    absl::StatusOr<std::unique_ptr<rdma::Session>> s = c->ThisThread(0);
+    absl::StatusOr<std::unique_ptr<rdma::Session>> s = RepairSession(*c, 0);
     absl::StatusOr<bool> released =
         s.ok() ? locks::RepairDeadHolder(locks::LockKind::kRdmaSpin, **s,
                                            rdma::RemotePtr(0, (*s)->arena(0).base) + kLockOffset, dead)

@@ -1,10 +1,12 @@
 #include "structures/common/parts.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
+#include <thread>
 #include <typeindex>
 
 namespace structures {
@@ -146,6 +148,17 @@ absl::StatusOr<PartDirectory> PartSource::Make(absl::string_view what, absl::str
   return parts;
 }
 
+absl::StatusOr<std::unique_ptr<rdma::Session>> RepairSession(rdma::Cluster& cluster, rdma::NodeId node) {
+  // A session connects to every node; one that is dying but not yet
+  // declared dead fails the connect. Retry until the declaration catches up.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<rdma::Session>> s = cluster.ThisThread(node);
+    if (s.ok() || std::chrono::steady_clock::now() > until) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockLines> locks) {
   std::vector<rdma::RemotePtr> parts;  // this process's parts
   for (rdma::RemotePtr b : bases_) {
@@ -160,7 +173,7 @@ void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockL
       // A dead node's own part is gone with it (in process: its NIC is).
       if (!c->PeerStatus(part.node()).ok()) continue;
       // The home's own loopback QP does the CASes (a NIC word is the NIC's).
-      absl::StatusOr<std::unique_ptr<rdma::Session>> s = c->ThisThread(part.node());
+      absl::StatusOr<std::unique_ptr<rdma::Session>> s = RepairSession(*c, part.node());
       absl::Status failed = s.status();
       for (const LockLines& l : locks) {
         for (uint64_t i = 0; i < l.count && failed.ok(); ++i) {

@@ -176,6 +176,12 @@ class PartSource {
   uint32_t value_bytes_;
 };
 
+// A Session on `node` (hosted here) for a crash repair, on the cluster's
+// recovery thread: retried for up to 20 s while a connect fails, since a
+// node that is dying but not yet declared dead fails a new session's
+// connect until it is.
+absl::StatusOr<std::unique_ptr<rdma::Session>> RepairSession(rdma::Cluster& cluster, rdma::NodeId node);
+
 // Per-process state of a structure's local parts that every object of one
 // named structure in this process must share (the queue's native gates: one
 // gate per lock, locks/native_gate.h). For named parts, the live state of

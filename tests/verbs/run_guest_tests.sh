@@ -54,6 +54,7 @@ GUEST_TESTS=(
   //tests/structures:skiplist_lincheck_test
   //tests/structures:skiplist_two_node_test
   //tests/structures:named_test
+  //tests/structures:kill_test
 )
 # One guest, several processes: label@npN runs under `mpirun -np N`.
 MPI_TESTS=(
