@@ -34,8 +34,8 @@ namespace locks::lock_internal {
 
 // The real lock: no test switch on.
 struct ALockPolicy {
-  // Test-only. True: native threads skip l_tail and join the NIC cohort's
-  // queue with CPU exchange/CAS on r_tail.
+  // Test-only. True: native threads skip l_tail and take r_tail, the NIC
+  // side's word, with CPU CASes.
   static constexpr bool kMutantLocalCpuOnRTail = false;
 };
 

@@ -53,7 +53,7 @@ inline constexpr int kMaxPollBackoff = 32;
 template <typename OnWait, typename OnWaitDone>
 absl::Status PetersonAsNative(ALockWord& w, rdma::RemotePtr lock, const ClientOptions& options, bool* fast,
                               OnWait&& on_wait, OnWaitDone&& on_wait_done) {
-  // Fast path: my flag is up (seq_cst RMW); if the NIC cohort's is down,
+  // Fast path: my flag is up (seq_cst RMW); if the NIC side's is down,
   // enter without touching victim.
   *fast = w.r_tail.Load(std::memory_order_seq_cst) == 0;
   if (*fast) return absl::OkStatus();
@@ -70,12 +70,12 @@ absl::Status PetersonAsNative(ALockWord& w, rdma::RemotePtr lock, const ClientOp
       on_wait();
     }
     if (!spin.Spin()) {
-      result = spin.Timeout("ALock: native Peterson wait for the remote cohort", lock);
+      result = spin.Timeout("ALock: native Peterson wait for the NIC side", lock);
       break;
     }
   }
   if (waited) on_wait_done();
-  // The loads above that let us in synchronize with the remote cohort's
+  // The loads above that let us in synchronize with the NIC side's
   // release (NIC CAS on r_tail, or its RDMA WRITE of victim).
   std::atomic_thread_fence(std::memory_order_acquire);
   return result;
@@ -360,7 +360,7 @@ absl::Status BasicALockClient<P>::UnlockNative(rdma::RemotePtr lock, size_t slot
   return HandOver(lock, slot);
 }
 
-// ------------------------------------------------------------ NIC cohort
+// ------------------------------------------------------------ NIC side
 
 template <typename P>
 absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,

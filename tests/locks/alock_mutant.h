@@ -2,10 +2,10 @@
 #define TESTS_LOCKS_ALOCK_MUTANT_H_
 
 // A deliberately broken ALock (test-only): its native threads skip the local
-// cohort and join the remote MCS queue with CPU exchange/CAS on r_tail, the
-// NIC's word. CPU atomics and NIC atomics are not atomic with each other, so
-// a native swap can land between a NIC CAS's read and write: two threads both
-// see an empty queue and both enter. tests/locks/alock_mutant_test.cc shows
+// cohort and take r_tail, the NIC's word, with CPU CASes. CPU atomics and NIC
+// atomics are not atomic with each other, so a native CAS can land between a
+// NIC CAS's read and write: two threads both see the word free and both
+// enter. tests/locks/alock_mutant_test.cc shows
 // the mutual-exclusion stress catches it on the soft NIC.
 
 #include "locks/alock.h"
