@@ -95,11 +95,9 @@ class BasicALockClient final : public LockClient {
   // Waits for my successor's link and hands it my budget minus one.
   absl::Status HandOver(rdma::RemotePtr lock, size_t slot);
   absl::Status PetersonNative(rdma::RemotePtr lock, size_t slot);
-  // `line` is a private copy of the lock line; when `line_valid` it was read
-  // after this thread raised its cohort's flag (the fast-path check needs no
-  // new READ then). `*fast` says whether the fast path was taken.
-  absl::Status PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line, bool line_valid,
-                              bool* fast = nullptr);
+  // `line` is a private copy of the lock line read after this thread's CAS
+  // raised the NIC side's flag. `*fast` says whether the fast path was taken.
+  absl::Status PetersonRemote(rdma::RemotePtr lock, ALockWord& line, bool* fast);
   // Spins (CPU loads) on my descriptor's budget until it holds a budget.
   absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
   // Spins on my descriptor's next until it names a descriptor.

@@ -415,21 +415,27 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     ++stats_.cas_retries;
   }
   bool fast = false;
-  absl::Status st = PetersonRemote(lock, slot, line, /*line_valid=*/true, &fast);
+  absl::Status st = PetersonRemote(lock, line, &fast);
+  if (!st.ok()) {
+    // Never entered: take the token back, or the native side, which waits
+    // while r_tail is up, would wait for a holder that is alive and gone.
+    auto back = r_tail.CompareAndSwap(s, me, 0);
+    if (!back.ok() || *back != me) {
+      return absl::Status(st.code(), absl::StrCat(st.message(), "; taking the token back from r_tail then failed: ",
+                                                  back.ok() ? absl::StrCat("it held 0x", absl::Hex(*back))
+                                                            : back.status().ToString()));
+    }
+    return st;
+  }
   // The chained READs ran as the holder only if the line they followed
   // showed the native cohort empty.
-  if (also_done != nullptr) *also_done = st.ok() && fast;
+  if (also_done != nullptr) *also_done = fast;
   return st;
 }
 
 template <typename P>
-absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t slot, ALockWord& line,
-                                                 bool line_valid, bool* fast) {
-  if (fast != nullptr) *fast = false;
+absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, ALockWord& line, bool* fast) {
   ++stats_.peterson_runs[1];
-  if (!line_valid) {
-    if (absl::Status st = rdma::RemoteRef<ALockWord>::At(lock).ReadInto(*session(), &line); !st.ok()) return st;
-  }
   bool was_fast = false;
   const absl::Status st = alock_internal::PetersonAsNic(
       *session(), lock, line, options_, &was_fast,
@@ -441,10 +447,8 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, size_t sl
         if (observer_ != nullptr) observer_->OnPetersonWaitDone(lock, Cohort::kRemote);
       });
   if (was_fast) ++stats_.peterson_fast[1];
-  if (fast != nullptr) *fast = was_fast;
-  if (!st.ok()) return st;
-  slots_[slot].budget = ALockWord::UnpackBudgets(line.budgets.Load(std::memory_order_relaxed)).remote;
-  return absl::OkStatus();
+  *fast = was_fast;
+  return st;
 }
 
 template <typename P>

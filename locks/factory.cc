@@ -59,14 +59,20 @@ absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::
   const uint64_t mine = lock.raw();
   auto old = word.CompareAndSwap(home, token, mine);
   if (!old.ok()) return old.status();
-  if (*old != token) return false;  // another repair, or the token changed meanwhile  // another repair, or the token changed meanwhile
+  if (*old != token) return false;  // another repair, or the token changed meanwhile
   // No Peterson: the dead holder may have been inside (native threads then
   // wait for the NIC side, and must not see what it left before the fix) or
   // waiting with a native thread inside (which the fix must not disturb),
   // and nothing tells the two apart. So the fix runs at once and touches
   // only what the dead holder marked as its own.
   const absl::Status fixed = fix ? fix() : absl::OkStatus();
+  // Nobody would ever release the home's own token: retry a release the NIC
+  // failed (the session reconnects to its own node).
   auto released = word.CompareAndSwap(home, mine, 0);
+  for (int attempt = 1; !released.ok() && attempt < 3; ++attempt) {
+    (void)home.Reconnect(lock.node());
+    released = word.CompareAndSwap(home, mine, 0);
+  }
   if (!fixed.ok()) return fixed;
   if (!released.ok()) return released.status();
   if (*released != mine) {

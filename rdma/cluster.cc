@@ -170,6 +170,7 @@ std::unique_ptr<Cluster::DeathWatch> Cluster::WatchDeaths(std::function<void(Nod
   std::lock_guard<std::mutex> l(watch_mu_);
   watchers_.push_back(Watcher{std::move(repair), std::vector<bool>(static_cast<size_t>(num_nodes_), false)});
   if (!recovery_.joinable()) recovery_ = std::thread([this] { RecoveryLoop(); });
+  new_watch_ = true;
   watch_cv_.notify_all();
   return std::unique_ptr<DeathWatch>(new DeathWatch(this, &watchers_.back()));
 }
@@ -184,8 +185,9 @@ void Cluster::RecoveryLoop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> l(watch_mu_);
-      watch_cv_.wait_for(l, kDeathPoll, [this] { return stopping_; });
+      watch_cv_.wait_for(l, kDeathPoll, [this] { return stopping_ || new_watch_; });
       if (stopping_) return;
+      new_watch_ = false;
     }
     std::vector<NodeId> dead;
     for (int n = 0; n < num_nodes_; ++n) {

@@ -122,7 +122,7 @@ class Cluster final : public Connector {
   // WatchDeaths runs `repair(dead)` on the cluster's recovery thread once
   // per dead node, within kDeathPoll of the declaration (at once for nodes
   // declared before the call), and stops when the handle is destroyed (after
-  // a running repair returns). A repair must not create or destroy watches.
+  // a running repair returns). A repair must not destroy a watch.
   static constexpr std::chrono::milliseconds kDeathPoll{5};
   class DeathWatch;
   std::unique_ptr<DeathWatch> WatchDeaths(std::function<void(NodeId dead)> repair);
@@ -153,6 +153,7 @@ class Cluster final : public Connector {
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool stopping_ = false;
+  bool new_watch_ = false;  // a watch to tell of earlier deaths at once
   std::list<Watcher> watchers_;
   std::mutex repair_mu_;
   std::thread recovery_;

@@ -78,9 +78,15 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
     return c;
   };
   SoftDevice& local = *qp.device;
+  // While this runs, the device is not declared dead (SoftDevice::is_dead).
+  local.BeginExecute();
+  struct EndExecute {
+    SoftDevice& d;
+    ~EndExecute() { d.EndExecute(); }
+  } end_execute{local};
   if (local.faults().ShouldFailNextOperation()) return fail(CompletionStatus::kRemoteOperationError);
-  if (local.faults().ReachedCrashPoint()) local.MarkDead();
-  if (local.is_dead()) return fail(CompletionStatus::kRetryExceeded);
+  if (local.faults().ReachedCrashPoint()) local.StartDying();
+  if (local.is_dying()) return fail(CompletionStatus::kRetryExceeded);
 
   std::shared_ptr<QpCore> target = local.network().FindQp(remote_qp_num);
   if (target == nullptr) return fail(CompletionStatus::kRetryExceeded);
@@ -91,7 +97,7 @@ Completion Execute(QpCore& qp, PendingWr& p, uint32_t remote_qp_num) {
     }
   }
   SoftDevice& remote = *target->device;
-  if (remote.is_dead()) return fail(CompletionStatus::kRetryExceeded);
+  if (remote.is_dying()) return fail(CompletionStatus::kRetryExceeded);
 
   const bool is_atomic = wr.opcode == Opcode::kCompareSwap || wr.opcode == Opcode::kFetchAdd;
   void* local_buf = wr.local;

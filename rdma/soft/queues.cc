@@ -163,7 +163,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SoftDevice::CreateQueuePair(Completio
   core->max_send_wr = options.max_send_wr;
   core->max_inline = options.max_inline_data;
   core->qp_num = network_->RegisterQp(core);
-  if (is_dead()) {
+  if (is_dying()) {
     std::lock_guard<std::mutex> l(core->mu);
     core->state = QpState::kError;
   }

@@ -1,5 +1,7 @@
 #include "rdma/soft/soft_nic.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "rdma/soft/soft_nic_internal.h"
 
@@ -171,8 +173,19 @@ void SoftDevice::Doorbell() {
   engine_cv_.notify_one();
 }
 
+void SoftDevice::StartDying() {
+  dying_.store(true, std::memory_order_seq_cst);
+  if (executing_.load(std::memory_order_seq_cst) == 0) dead_.store(true, std::memory_order_seq_cst);
+}
+
+void SoftDevice::EndExecute() {
+  if (executing_.fetch_sub(1, std::memory_order_seq_cst) == 1 && dying_.load(std::memory_order_seq_cst)) {
+    dead_.store(true, std::memory_order_seq_cst);
+  }
+}
+
 void SoftDevice::Kill() {
-  dead_.store(true, std::memory_order_release);
+  StartDying();
   std::vector<std::shared_ptr<QpCore>> qps;
   {
     std::lock_guard<std::mutex> l(qps_mu_);
@@ -190,6 +203,9 @@ void SoftDevice::Kill() {
     }
     for (const Completion& f : flushed) qp->cq->Push(f);
   }
+  // Every QP's execution lock was taken after the device began dying: what
+  // still runs fails at its first check, and the last one declares it.
+  while (!is_dead()) std::this_thread::yield();
 }
 
 // ------------------------------------------------------------ SoftFabric

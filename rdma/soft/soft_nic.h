@@ -128,11 +128,19 @@ class SoftDevice final : public Device {
   // Simulates the node dying: every QP of this device goes to the error
   // state (outstanding WRs flushed) and every operation aimed at it fails
   // with kRetryExceeded, as an RC transport timeout would.
+  // The node's death has two steps. Dying: no work request of it (or aimed
+  // at it) starts any more. Dead (is_dead, what the cluster declares): dying
+  // and none of its work requests still executing, so nothing it posted
+  // lands in anyone's memory after the declaration (the fence).
   void Kill();
-  bool is_dead() const override { return dead_.load(std::memory_order_acquire); }
+  bool is_dead() const override { return dead_.load(std::memory_order_seq_cst); }
+  bool is_dying() const { return dying_.load(std::memory_order_seq_cst); }
   // Kill without the flush: what a crash point does from inside the engine
   // (whose QP locks are held). Later operations fail as on a dead node.
-  void MarkDead() { dead_.store(true, std::memory_order_release); }
+  void StartDying();
+  // Bracket each work request this device executes as the initiator.
+  void BeginExecute() { executing_.fetch_add(1, std::memory_order_seq_cst); }
+  void EndExecute();
 
   // --- NIC internals (used by the engine and by QPs/CQs of this device).
   struct RegionInfo {
@@ -160,7 +168,9 @@ class SoftDevice final : public Device {
   std::shared_ptr<SoftNetwork> network_;
   DeviceCaps caps_;
   std::atomic<int64_t> latency_ns_;
+  std::atomic<bool> dying_{false};
   std::atomic<bool> dead_{false};
+  std::atomic<int> executing_{0};
   std::atomic<bool> byte_granular_copies_;
   std::atomic<bool> byte_copies_descending_;
   std::atomic<int> notify_waiters_{0};

@@ -177,7 +177,7 @@ class PartSource {
 };
 
 // A Session on `node` (hosted here) for a crash repair, on the cluster's
-// recovery thread: retried for up to 20 s while a connect fails, since a
+// recovery thread: retried for up to 5 s while a connect fails, since a
 // node that is dying but not yet declared dead fails a new session's
 // connect until it is.
 absl::StatusOr<std::unique_ptr<rdma::Session>> RepairSession(rdma::Cluster& cluster, rdma::NodeId node);

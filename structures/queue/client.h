@@ -186,7 +186,7 @@ class BasicQueueClient {
     size_t num_also = 0;
     also[num_also++] = {(producer ? hdr.Field(&queue_internal::Header::tail) : hdr.Field(&queue_internal::Header::head))
                             .ptr(),
-                        &prime_counter_, 8};
+                        prime_counter_, sizeof prime_counter_};  // the counter and the side's repair flag
     also[num_also++] = {r.base + l_.seq_offset(l_.Slot(guess)), prime_seqs_.data(), 8 * n};
     if (!producer) {  // after the seqs: same QP, so payloads are read after them
       prime_payloads_.resize(kW * n);
@@ -195,8 +195,8 @@ class BasicQueueClient {
     const uint64_t guessed = guess;
     return c_.WithLockAndRead(r, lock, absl::MakeConstSpan(also, num_also), [&](bool also_done) {
       if (also_done) {
-        const bool hit = prime_counter_ == guessed;
-        ring.Prime(prime_counter_, guessed, hit ? n : 0, prime_seqs_.data(),
+        const bool hit = prime_counter_[0] == guessed;
+        ring.Prime(prime_counter_[0], prime_counter_[1], guessed, hit ? n : 0, prime_seqs_.data(),
                    producer ? nullptr : prime_payloads_.data());
       }
       return step(ring);
@@ -224,22 +224,32 @@ class BasicQueueClient {
     return absl::OkStatus();
   }
 
-  // Under a side's lock: positions from `*counter` that a holder which died
-  // under this lock completed without moving the counter (left_by_dead says
-  // so of a seq; queue_internal::LeftByDeadProducer, LeftByDeadConsumer).
-  // They took effect: the counter moves past them, and the seqs from the new
-  // counter are loaded into `seqs` again. Costs nothing unless `seqs[0]`
-  // says so.
+  // Under a side's lock, when the home flagged it (ring.repair(): a holder
+  // of this lock died): positions from `*counter` that the dead holder
+  // completed without moving the counter (left_by_dead says so of a seq;
+  // queue_internal::LeftByDeadProducer, LeftByDeadConsumer). They took
+  // effect: the counter moves past them, the flag is cleared, and the seqs
+  // from the new counter are loaded into `seqs` again. A seq is trusted
+  // only once two fresh reads 1 ms apart agree (a READ racing the other
+  // side's store can tear into a value that looks like a match).
   template <typename Ring, typename LeftByDead>
   absl::Status SkipPositionsOfTheDead(Ring& ring, uint64_t* counter, size_t k, uint64_t* seqs, LeftByDead&& left_by_dead) {
-    if (!left_by_dead(seqs[0], *counter)) return absl::OkStatus();
+    if (ring.repair() == 0) return absl::OkStatus();
+    auto stable_seq = [&](uint64_t position, uint64_t* seq) -> absl::Status {
+      for (uint64_t again = ~*seq;; *seq = again) {
+        ring.Unprime();
+        RETURN_IF_ERROR(ring.LoadSeqs(position, 1, seq));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        RETURN_IF_ERROR(ring.LoadSeqs(position, 1, &again));
+        if (again == *seq) return absl::OkStatus();
+      }
+    };
     uint64_t c = *counter;
-    for (uint64_t seq = seqs[0]; left_by_dead(seq, c) && c - *counter < l_.capacity;) {
-      ++c;
-      ring.Unprime();
-      RETURN_IF_ERROR(ring.LoadSeqs(c, 1, &seq));
-    }
-    ring.StoreCounter(c);
+    uint64_t seq = 0;
+    RETURN_IF_ERROR(stable_seq(c, &seq));
+    while (left_by_dead(seq, c) && c - *counter < l_.capacity) RETURN_IF_ERROR(stable_seq(++c, &seq));
+    if (c != *counter) ring.StoreCounter(c);
+    ring.ClearRepair();
     RETURN_IF_ERROR(ring.Flush());
     *counter = c;
     return ring.LoadSeqs(c, k, seqs);
@@ -300,7 +310,7 @@ class BasicQueueClient {
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));
       RETURN_IF_ERROR(ring.LoadSeqs(h, max, seqs));
     }
-    if (queue_internal::LeftByDeadConsumer(l_, seqs[0], h)) {
+    if (ring.repair() != 0) {
       RETURN_IF_ERROR(SkipPositionsOfTheDead(ring, &h, max, seqs, [&](uint64_t s, uint64_t p) {
         return queue_internal::LeftByDeadConsumer(l_, s, p);
       }));
@@ -355,7 +365,7 @@ class BasicQueueClient {
   std::shared_ptr<const queue_internal::NativeGates> gates_;
   std::vector<uint64_t> guess_;  // per node: [tail guess, head guess]
   rdma::NodeId current_home_ = 0;
-  uint64_t prime_counter_ = 0;
+  uint64_t prime_counter_[2] = {0, 0};  // a side's counter and repair flag
   std::vector<uint64_t> prime_seqs_, prime_payloads_;
   // Scratch for a step's seq and payload words (SeqScratch, WordScratch).
   std::array<uint64_t, kInlineValues> seqs_inline_{};

@@ -53,14 +53,19 @@ concept QueueValue = std::is_trivially_copyable_v<V> && sizeof(V) <= kMaxValueBy
 struct alignas(64) Header {
   locks::ALockWord tail_lock;  // producers
   rdma::PlainWord tail;        // next position to enqueue
-  uint64_t pad_t_[7];
+  // Nonzero: a holder of tail_lock died and the home released it; the next
+  // holder looks for what it completed (LeftByDeadProducer) and clears it.
+  rdma::PlainWord tail_repair;
+  uint64_t pad_t_[6];
   locks::ALockWord head_lock;  // consumers
   rdma::PlainWord head;        // next position to dequeue
-  uint64_t pad_h_[7];
+  rdma::PlainWord head_repair;  // as tail_repair, for head_lock
+  uint64_t pad_h_[6];
 };
 static_assert(std::is_standard_layout_v<Header> && sizeof(Header) == 256);
 static_assert(offsetof(Header, tail_lock) == 0 && offsetof(Header, tail) == 64 &&
-              offsetof(Header, head_lock) == 128 && offsetof(Header, head) == 192);
+              offsetof(Header, tail_repair) == 72 && offsetof(Header, head_lock) == 128 &&
+              offsetof(Header, head) == 192 && offsetof(Header, head_repair) == 200);
 
 inline constexpr uint64_t kSeqOffset = sizeof(Header);
 
@@ -109,14 +114,17 @@ SlotState ForConsumer(const RingLayout<V>& l, uint64_t seq, uint64_t h) {
   return SlotState::kTorn;
 }
 
-// Crash repair (docs/design.md §9.4.1): what a side's lock holder that died
-// may have left for the next holder. Each side's last WRITE moves its
-// counter, after the seq WRITEs of the same chain, and a seq only moves
-// forward (free, holds the value, freed a round later), so under the lock
-// only a dead holder can have left the seq at the counter already past the
-// state the counter asks for: published (or already consumed) at `tail`,
-// freed (or already published again) at `head`. Such a position took effect
-// and the counter moves past it.
+// Crash repair (docs/design.md §9.1, "Crash repair"): what a side's lock
+// holder that died may have left for the next holder, which looks only
+// after the home flagged the side (Header::tail_repair, head_repair). Each
+// side's last WRITE moves its counter, after the seq WRITEs of the same
+// chain, and a seq only moves forward (free, holds the value, freed a round
+// later), so under the lock only a dead holder can have left the seq at the
+// counter already past the state the counter asks for: published (or
+// already consumed) at `tail`, freed (or already published again) at
+// `head`. Such a position took effect and the counter moves past it. (A
+// seq READ can tear while the other side stores it; the caller re-reads
+// until the value is stable before it trusts a match.)
 template <typename V>
 bool LeftByDeadProducer(const RingLayout<V>& l, uint64_t seq, uint64_t tail) {
   return seq == l.HoldsValueOf(tail) || seq == l.FreedAfter(tail);

@@ -26,10 +26,14 @@ class NativeRing {
   NativeRing(char* part, const RingLayout<V>& layout, bool producer)
       : part_(part), l_(layout), producer_(producer) {}
 
+  // The counter, and the side's repair flag, which repair() then returns.
   absl::Status LoadCounter(uint64_t* v) {
     *v = Counter().Load(std::memory_order_acquire);
+    repair_ = Repair().Load(std::memory_order_relaxed);
     return absl::OkStatus();
   }
+  uint64_t repair() const { return repair_; }
+  void ClearRepair() { Repair().Store(0, std::memory_order_relaxed); }
   // seq words of positions [first, first + n), in position order.
   absl::Status LoadSeqs(uint64_t first, size_t n, uint64_t* out) {
     for (size_t j = 0; j < n; ++j) out[j] = Seq(first + j).Load(std::memory_order_acquire);
@@ -64,6 +68,7 @@ class NativeRing {
  private:
   Header& header() const { return *reinterpret_cast<Header*>(part_); }
   rdma::PlainWord& Counter() const { return producer_ ? header().tail : header().head; }
+  rdma::PlainWord& Repair() const { return producer_ ? header().tail_repair : header().head_repair; }
   rdma::PlainWord& Seq(uint64_t position) const {
     return *reinterpret_cast<rdma::PlainWord*>(part_ + l_.seq_offset(l_.Slot(position)));
   }
@@ -74,6 +79,7 @@ class NativeRing {
   char* part_;
   RingLayout<V> l_;
   bool producer_;
+  uint64_t repair_ = 0;
 };
 
 }  // namespace structures::queue_internal

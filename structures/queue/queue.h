@@ -184,10 +184,20 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
                                 return locks::InitLock(part + offsetof(queue_internal::Header, head_lock), node.id(),
                                                        init);
                               },
-                              // What a dead holder left is made whole by the next holder
-                              // (client.h, SkipPositionsOfTheDead).
-                              {LockLines{.offset = offsetof(queue_internal::Header, tail_lock)},
-                               LockLines{.offset = offsetof(queue_internal::Header, head_lock)}});
+                              // The home flags the side; its next holder makes whole what the
+                              // dead one left (client.h, SkipPositionsOfTheDead).
+                              {LockLines{.offset = offsetof(queue_internal::Header, tail_lock),
+                                         .fix = [](rdma::RemotePtr lock, rdma::NodeId) {
+                                           lock.local<queue_internal::Header>()->tail_repair.Store(1);
+                                           return absl::OkStatus();
+                                         }},
+                               LockLines{.offset = offsetof(queue_internal::Header, head_lock),
+                                         .fix = [](rdma::RemotePtr lock, rdma::NodeId) {
+                                           rdma::RemotePtr ring(lock.node(), lock.address() -
+                                                                                  offsetof(queue_internal::Header, head_lock));
+                                           ring.local<queue_internal::Header>()->head_repair.Store(1);
+                                           return absl::OkStatus();
+                                         }}});
     if (!parts.ok()) return parts.status();
     // One native gate per local ring and side: what this process's native
     // clients share (locks/native_gate.h), and so every Queue object of one

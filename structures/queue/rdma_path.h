@@ -46,22 +46,32 @@ class RemoteRing {
   // Values the acquire's chain read as the holder: the counter, and the seq
   // words (and payload words, when `payloads` is not null) of positions
   // [first, first + n).
-  void Prime(uint64_t counter, uint64_t first, size_t n, const uint64_t* seqs, const uint64_t* payloads) {
+  void Prime(uint64_t counter, uint64_t repair, uint64_t first, size_t n, const uint64_t* seqs,
+             const uint64_t* payloads) {
     primed_ = true;
     counter_ = counter;
+    repair_ = repair;
     first_ = first;
     n_ = n;
     seqs_ = seqs;
     payloads_ = payloads;
   }
 
+  // The counter, and with it (the next word: one READ) the side's repair
+  // flag, which repair() then returns.
   absl::Status LoadCounter(uint64_t* v) {
     if (primed_) {
       *v = counter_;
       return absl::OkStatus();
     }
-    return s_.Read(CounterPtr(), v, 8);
+    uint64_t both[2];
+    if (absl::Status st = s_.Read(CounterPtr(), both, sizeof both); !st.ok()) return st;
+    *v = both[0];
+    repair_ = both[1];
+    return absl::OkStatus();
   }
+  uint64_t repair() const { return repair_; }
+  void ClearRepair() { staged_.Stage64(CounterPtr() + 8, 0); }
   absl::Status LoadSeqs(uint64_t first, size_t n, uint64_t* out) {
     if (Primed(first, n, seqs_)) {
       std::memcpy(out, seqs_ + (first - first_), 8 * n);
@@ -121,6 +131,7 @@ class RemoteRing {
   bool producer_;
   bool primed_ = false;
   uint64_t counter_ = 0;
+  uint64_t repair_ = 0;
   uint64_t first_ = 0;
   size_t n_ = 0;
   const uint64_t* seqs_ = nullptr;

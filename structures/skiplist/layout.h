@@ -190,15 +190,16 @@ struct alignas(64) Node {
 };
 
 // A node's version while a writer publishes: odd. A NIC writer also names
-// its node in the top bits (node + 1; 0 for native writers), so that the
-// home's crash repair touches only what a dead node left half published.
-inline constexpr int kWriterShift = 48;
+// its node in the top 17 bits (node + 1, up to 65536; 0 for native
+// writers), so that the home's crash repair touches only what a dead node
+// left half published.
+inline constexpr int kWriterShift = 47;
 inline constexpr uint64_t kVersionMask = (uint64_t{1} << kWriterShift) - 1;
 inline uint64_t OddVersion(uint64_t even_version, rdma::NodeId nic_writer) {
   return (even_version - 1) | ((uint64_t{nic_writer} + 1) << kWriterShift);
 }
 
-// Crash repair (docs/design.md §9.3.2), by the home once node `dead` is
+// Crash repair (docs/design.md §9.1, "Crash repair"), by the home once node `dead` is
 // declared dead, with its lock taken over. A NIC writer of `dead` that died
 // mid-publish left the version odd and marked with its node. Its WRITEs put
 // the meta word after every other changed word (rdma_path.h, Store), so a

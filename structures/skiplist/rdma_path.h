@@ -12,8 +12,9 @@
 //    no fixed order, on rxe even a word's bytes do): then it is one write's
 //    image, current at an instant inside the READ (the hash map's argument,
 //    structures/README.md, with the node image as the tuple).
-//  * A writer holds the node's lock. It stages WRITEs of version + 1, its
-//    words, the checksum and version + 2 and posts them in one chain (without
+//  * A writer holds the node's lock. It stages WRITEs of version + 1 (marked
+//    with its node, OddVersion), its words (the meta word last), the
+//    checksum and version + 2 and posts them in one chain (without
 //    waiting when all are small enough to go inline; else it waits), then
 //    unlocks with ALock's CAS on the node's lock line: the same QP, so the
 //    responder executes the WRITEs before the CAS, and the next holder

@@ -75,6 +75,19 @@ TEST(LockRepairTest, RepairReleasesOnlyADeadHoldersSpinLockAndOnlyOnce) {
   EXPECT_TRUE((*live)->Unlock(live_lock).ok());
 }
 
+// Tells when a native head waits in Peterson (behind the NIC side).
+struct NativeWaits final : ALockObserver {
+  void OnPetersonWait(rdma::RemotePtr, Cohort c) override {
+    if (c == Cohort::kLocal) waiting.store(true);
+  }
+  bool AwaitWaiting() const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!waiting.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    return waiting.load();
+  }
+  std::atomic<bool> waiting{false};
+};
+
 std::unique_ptr<rdma::Cluster> ThreeSoftNodes() {
   rdma::ClusterOptions o;
   o.num_nodes = 3;
@@ -87,7 +100,8 @@ std::unique_ptr<rdma::Cluster> ThreeSoftNodes() {
 
 // Node 2 holds an ALock through the NIC and dies; a NIC waiter (node 1) and
 // a native waiter (node 0, in Peterson behind the NIC holder) wait. The
-// home's repair releases the token once, and both waiters get in.
+// home's repair runs its fix while both still wait, releases the token
+// once, and both waiters get in.
 TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
   auto c = ThreeSoftNodes();
   ASSERT_NE(c, nullptr);
@@ -105,8 +119,9 @@ TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
   rdma::soft::AsSoftDevice(c->node(2).device())->Kill();
 
   std::atomic<int> in{0};
+  NativeWaits native_waits;
   auto wait_for = [&](rdma::NodeId node, rdma::Session* s) {
-    auto client = NewLockClient(LockKind::kALock, c->node(node), s);
+    auto client = ALockClient::Create(c->node(node), s, ClientOptions{}, node == 0 ? &native_waits : nullptr);
     ASSERT_TRUE(client.ok()) << client.status();
     ASSERT_TRUE((*client)->Lock(lock).ok()) << "node " << node;
     ++in;
@@ -114,9 +129,15 @@ TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
   };
   std::thread nic([&] { wait_for(1, s1->get()); });
   std::thread native([&] { wait_for(0, nullptr); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(native_waits.AwaitWaiting()) << "the native waiter never waited in Peterson";
   EXPECT_EQ(in.load(), 0) << "a waiter got in while the dead holder's token was in r_tail";
-  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2);
+  // The dead holder was inside: the native waiter must stay out until the
+  // fix is done (a repair that released first, or let the natives in
+  // first, would show it here).
+  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return in.load() == 0 ? absl::OkStatus() : absl::InternalError("a waiter got in before the fix was done");
+  });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(*r);
   nic.join();

@@ -69,10 +69,10 @@ class CorruptWordTest : public ::testing::Test {
   std::unique_ptr<rdma::Cluster> cluster_;
 };
 
-// ALock's NIC locker swaps itself into r_tail and links behind the old tail:
-// an old tail that names no descriptor is DataLoss, before any WRITE to it
-// (written through, the link would fail at the NIC, or land in some other
-// memory and leave the locker waiting for a budget nobody hands).
+// ALock's NIC locker whose CAS finds r_tail held expects a token, its
+// holder's descriptor line: a value that names no descriptor is DataLoss at
+// once (waiting on it would last until the timeout, for a holder that does
+// not exist).
 TEST_F(CorruptWordTest, ALockNicLockerRefusesATailThatNamesNoDescriptor) {
   LockTable t = Table(LockKind::kALock);
   t.at(0).local<ALockWord>()->r_tail.Store(PastTheArena(0));

@@ -250,6 +250,19 @@ void Drain(Child& ch) {
   }
 }
 
+// Every child's pipe, in every wait: a child blocked on a full pipe would
+// stall the job (or be killed outside its writes).
+void DrainAll(std::vector<Child>& kids) {
+  for (Child& k : kids) Drain(k);
+}
+void SleepDraining(std::vector<Child>& kids, std::chrono::milliseconds d) {
+  const auto until = Clock::now() + d;
+  while (Clock::now() < until) {
+    DrainAll(kids);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 std::vector<std::pair<char, uint64_t>> Lines(const std::string& text) {
   std::vector<std::pair<char, uint64_t>> out;
   std::istringstream in(text);
@@ -280,22 +293,21 @@ TEST(KillTest, ProcessesKilledWhileWritingLeaveEveryStructureWholeAndUnlocked) {
     // Wait until the job writes, then kill the victims at random moments.
     const auto start = Clock::now();
     while (kids[0].text.find("READY") == std::string::npos && Clock::now() - start < std::chrono::seconds(120)) {
-      Drain(kids[0]);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      SleepDraining(kids, std::chrono::milliseconds(5));
     }
     ASSERT_NE(kids[0].text.find("READY"), std::string::npos) << "the job never started: " << kids[0].text;
     int status = 0;
     for (int v = kFirstVictim; v < kNodes; ++v) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 700));
+      SleepDraining(kids, std::chrono::milliseconds(100 + rng() % 700));
       kill(kids[v].pid, SIGKILL);
       waitpid(kids[v].pid, &status, 0);
-      Drain(kids[v]);
+      DrainAll(kids);
     }
     for (int n = 0; n < kFirstVictim; ++n) {
       // Survivors: collect their output until they exit (bounded).
       const auto until = Clock::now() + std::chrono::seconds(180);
       for (;;) {
-        Drain(kids[n]);
+        DrainAll(kids);
         const pid_t w = waitpid(kids[n].pid, &status, WNOHANG);
         if (w == kids[n].pid) break;
         if (Clock::now() > until) {
@@ -304,9 +316,9 @@ TEST(KillTest, ProcessesKilledWhileWritingLeaveEveryStructureWholeAndUnlocked) {
           ADD_FAILURE() << "node " << n << " did not finish; output: " << kids[n].text.substr(0, 2000);
           break;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      Drain(kids[n]);
+      DrainAll(kids);
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
           << "node " << n << ": " << kids[n].text.substr(kids[n].text.rfind("FAIL") == std::string::npos
                                                              ? 0

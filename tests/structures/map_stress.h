@@ -221,7 +221,7 @@ StressResult RunMapStress(const StressConfig& cfg) {
           .CrashAfterOperations(cfg.crash_after_wrs);
     }
     auto note_error = [&](const absl::Status& s) {
-      if (dies) {  // its node crashed: the operation stays pending
+      if (dies && absl::IsUnavailable(s)) {  // its node crashed: the operation stays pending
         crashed.fetch_add(1);
         dead = true;
         return;
