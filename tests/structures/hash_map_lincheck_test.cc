@@ -200,35 +200,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, HashMapLincheckByteCopiesTest, ::testing::Val
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HashMapLincheckByteCopiesTest);
 
 
-// A remote writer's node dies mid-operation (a crash point after its NIC's
-// k-th work request, k varied by seed) while native, loopback and remote
-// workers use the same keys of node 0: its last operation stays pending
-// (the checker may take it or leave it out), node 0's repair releases and
-// fixes what it held, and everyone else's history stays linearizable. Plain
-// and byte-by-byte copies.
+// A remote writer dies mid-operation (map_mutant_util.h).
 class HashMapCrashLincheckTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(HashMapCrashLincheckTest, ARemoteWriterThatDiesStaysPending) {
-  for (bool bytes : {false, true}) {
-    for (uint64_t seed : {1, 2}) {
-      SCOPED_TRACE(::testing::Message() << (bytes ? "byte copies" : "word copies") << ", seed " << seed);
-      StressConfig c;
-      c.backend = GetParam();
-      c.nodes = 3;
-      c.home = 0;
-      c.num_keys = 8;
-      c.hot_keys = 2;
-      c.groups_per_node = 2;
-      c.workers = MixedPathWorkers(c.backend);
-      c.byte_granular_copies = bytes;
-      c.crash_node = 2;
-      c.crash_after_wrs = 150 + 61 * seed + (bytes ? 17 : 0);
-      c.ops_per_worker = 2000;
-      c.duration = std::chrono::milliseconds(1500);
-      c.seed = 40 + seed;
-      const StressResult r = ExpectLinearizable<HashMap<StressValue>>(c, HashMapModel(), absl::Seconds(20), "");
-      EXPECT_EQ(r.crashed, 1u) << "node 2's worker did not die in an operation";
-    }
-  }
+  ExpectLinearizableWithACrash<HashMap<StressValue>>(GetParam(), HashMapModel());
 }
 INSTANTIATE_TEST_SUITE_P(Backends, HashMapCrashLincheckTest, ::testing::ValuesIn(rdma::testing::SoftIfUnderTest()),
                          [](const auto& info) { return info.param; });
