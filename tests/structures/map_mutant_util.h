@@ -5,7 +5,9 @@
 // stress on a mutant map up to kMutantAttempts times (the seed varies) until
 // lincheck says illegal or the map's own integrity check (DataLoss) fires;
 // and run the real map on the same workload (the control), which must pass,
-// so that the catch is due to the mutation.
+// so that the catch is due to the mutation. Also what both maps' linearizability
+// tests share: a run checked by lincheck (ExpectLinearizable), and one in
+// which a remote writer dies mid-operation (ExpectLinearizableWithACrash).
 
 #include <chrono>
 #include <cstdint>
