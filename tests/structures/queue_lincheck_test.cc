@@ -184,12 +184,46 @@ TEST_P(QueueLincheckByteCopiesTest, FullSpeedMixedPaths) {
   CheckUnbounded(c);
 }
 
+// Node 2's worker, producing and consuming through the NIC, dies in the
+// middle of an operation (a crash point after its NIC's k-th work request,
+// k varied by seed) while native, loopback and remote workers use node 0's
+// ring: its last operation stays pending (the checker may take it, with any
+// value for a dequeue, or leave it out), node 0 flags the side it held, the
+// next holder makes whole what it left, and the history stays linearizable.
+// Plain and byte-by-byte copies.
+class QueueLincheckCrashTest : public QueueLincheckTest {};
+
+TEST_P(QueueLincheckCrashTest, ARemoteProducerOrConsumerThatDiesStaysPending) {
+  for (bool bytes : {false, true}) {
+    for (uint64_t seed : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << (bytes ? "byte copies" : "word copies") << ", seed " << seed);
+      QueueStressConfig c = Mixed(20 + seed);
+      c.workers[4] = {2, Path::kAuto, QueueWorker::kBoth};
+      c.byte_granular_copies = bytes;
+      c.crash_node = 2;
+      c.crash_after_wrs = 120 + 53 * seed + (bytes ? 11 : 0);
+      c.ops_per_worker = 800;
+      c.duration = std::chrono::milliseconds(1500);
+      QueueStressResult r = RunQueueStress<queue_internal::ShippedChecks>(c);
+      EXPECT_EQ(r.errors, 0u) << r.first_error;
+      EXPECT_EQ(r.crashed, 1u) << "node 2's worker did not die in an operation";
+      EXPECT_GT(r.dequeued, c.workers.size() * 10);
+      lincheck::CheckOptions o;
+      o.timeout = absl::Seconds(30);
+      EXPECT_TRUE(lincheck::IsLinearizable(lincheck::QueueModel(), r.history, o));
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, QueueLincheckTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Backends, QueueLincheckByteCopiesTest,
                          ::testing::ValuesIn(rdma::testing::SoftIfUnderTest()),
                          [](const auto& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QueueLincheckByteCopiesTest);
+INSTANTIATE_TEST_SUITE_P(Backends, QueueLincheckCrashTest, ::testing::ValuesIn(rdma::testing::SoftIfUnderTest()),
+                         [](const auto& info) { return info.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QueueLincheckCrashTest);
 
 }  // namespace
 }  // namespace structures::testing

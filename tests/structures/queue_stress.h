@@ -80,6 +80,13 @@ struct QueueStressConfig {
   std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
   // QueueOptions::native_park (native waiters park instead of yielding).
   std::chrono::microseconds native_park{0};
+  // Soft backend only: node `crash_node` dies after its NIC executes
+  // `crash_after_wrs` work requests from the start of its worker's run (a
+  // crash point, rdma/soft/fault_injector.h). Give it one worker: that
+  // worker's failed operation stays pending and ends its run; the others
+  // keep going through the home's crash repair.
+  int crash_node = -1;
+  uint64_t crash_after_wrs = 0;
 };
 
 // `c` with every worker at full speed: no pause between operations.
@@ -97,6 +104,7 @@ struct QueueStressResult {
   uint64_t ops = 0;
   uint64_t enqueued = 0, dequeued = 0, full = 0, empty = 0;
   uint64_t errors = 0;
+  uint64_t crashed = 0;  // failed operations of the crashed node's worker (not in `errors`)
   std::string first_error;
 };
 
@@ -148,7 +156,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
       });
     }
   }
-  std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0};
+  std::atomic<uint64_t> ops{0}, enq{0}, deq{0}, full{0}, empty{0}, crashed{0};
   std::mutex batches_mu;  // guards result.enq_batches and deq_batches
   StressCrew crew(cfg.ops_per_worker, cfg.min_ops_per_worker, cfg.duration);
 
@@ -164,7 +172,20 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
     int64_t counter = 0;
     std::vector<QueueStressValue> batch;
     std::vector<lincheck::Recorder::Token> tokens;
-    for (int i = 0; crew.bounds().Another(i, deadline); ++i) {
+    const bool dies = w.node == cfg.crash_node;
+    bool dead = false;
+    if (dies) {  // counted from here: the work requests of this worker's operations
+      rdma::soft::AsSoftDevice(cluster->node(w.node).device())->faults().CrashAfterOperations(cfg.crash_after_wrs);
+    }
+    auto note_error = [&](const absl::Status& s) {
+      if (dies && absl::IsUnavailable(s)) {  // its node crashed: the operation stays pending
+        crashed.fetch_add(1);
+        dead = true;
+        return;
+      }
+      crew.NoteError(s);
+    };
+    for (int i = 0; !dead && crew.bounds().Another(i, deadline); ++i) {
       StressCrew::Think(w.think);
       const bool produce = w.role == QueueWorker::kProducer ||
                            (w.role == QueueWorker::kBoth && rng() % 2 == 0);
@@ -185,7 +206,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
           n = client->EnqueueBatch(cfg.home, batch, w.path);
         }
         if (!n.ok()) {
-          crew.NoteError(n.status());  // left pending
+          note_error(n.status());  // left pending
           continue;
         }
         for (size_t j = 0; j < tokens.size(); ++j) {
@@ -207,7 +228,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
         for (size_t j = 0; j < w.batch; ++j) tokens.push_back(rec.Invoke("dequeue", {}));
         absl::StatusOr<std::vector<QueueStressValue>> got = client->DequeueBatch(cfg.home, w.batch, w.path);
         if (!got.ok()) {
-          crew.NoteError(got.status());
+          note_error(got.status());  // left pending
           continue;
         }
         for (size_t j = 0; j < tokens.size(); ++j) {
@@ -234,6 +255,7 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
   };
 
   crew.Run(static_cast<int>(cfg.workers.size()), worker);
+  result.crashed = crashed.load();
   stop_staller.store(true);
   if (staller.joinable()) staller.join();
   if (slow != nullptr) slow->faults().SetCopyHook(nullptr);
