@@ -74,6 +74,41 @@ TEST(ClusterFailureTest, CrashPointStopsTheNodeBetweenTwoWorkRequests) {
   }
 }
 
+// The fence: a node is declared dead only once none of its work requests
+// still runs. Node 2's WRITE to node 0 is held in the middle of its copy
+// (node 0's copy hook) when node 2 is killed: the cluster must not declare
+// it dead (a repair would then run while the WRITE still lands) until the
+// copy is done, and then every word of it has landed.
+TEST(ClusterFailureTest, ANodeIsDeclaredDeadOnlyAfterItsLastWorkRequestLanded) {
+  auto cluster = MakeCluster(3);
+  ASSERT_NE(cluster, nullptr);
+  auto words = cluster->node(0).Allocate(64);
+  ASSERT_TRUE(words.ok());
+  auto s = cluster->ThisThread(2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::atomic<bool> held{false}, release{false};
+  Soft(*cluster, 0).faults().SetCopyHook([&](uint64_t word) {
+    if (word != 3) return;
+    held.store(true);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!release.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
+  std::thread writer([&] {
+    uint64_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    (void)(*s)->Write(*words, v, sizeof v);
+  });
+  ASSERT_TRUE(WaitFor([&] { return held.load(); }, milliseconds(10'000))) << "the WRITE never reached its copy";
+  std::thread killer([&] { Soft(*cluster, 2).Kill(); });
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_TRUE(cluster->PeerStatus(2).ok()) << "declared dead while its WRITE was still landing";
+  release.store(true);
+  killer.join();
+  writer.join();
+  Soft(*cluster, 0).faults().SetCopyHook(nullptr);
+  EXPECT_FALSE(cluster->PeerStatus(2).ok());
+  for (uint64_t i = 0; i < 8; ++i) EXPECT_EQ(Load(*words + 8 * i), i + 1) << "word " << i;
+}
+
 TEST(ClusterFailureTest, WatchRepairsEachDeadNodeOnce) {
   auto cluster = MakeCluster(3);
   ASSERT_NE(cluster, nullptr);
