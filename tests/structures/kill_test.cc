@@ -14,9 +14,10 @@
 // were using, succeeded after its cluster declared the first victim dead.
 // At the end every survivor checks that its own keys hold the values it
 // last wrote (acknowledged), node 0 drains both queues, and the test checks
-// that every value a survivor enqueued (acknowledged) was dequeued exactly
-// once, and that no value was dequeued twice. RDMADS_KILL_ROUNDS rounds
-// (default 10: 20 kills).
+// that no value was dequeued twice and that every value a survivor enqueued
+// (acknowledged) was dequeued, but for at most one per victim: a victim
+// killed between its dequeue's take and printing the value took it along
+// (at-most-once delivery). RDMADS_KILL_ROUNDS rounds (default 10: 20 kills).
 
 #include <fcntl.h>
 #include <signal.h>
@@ -338,7 +339,12 @@ TEST(KillTest, ProcessesKilledWhileWritingLeaveEveryStructureWholeAndUnlocked) {
       }
     }
     for (uint64_t v : out) EXPECT_EQ(out.count(v), 1u) << "value " << v << " dequeued twice";
-    for (uint64_t v : acked) EXPECT_EQ(out.count(v), 1u) << "acknowledged value " << v << " lost";
+    // A victim killed after its dequeue's take and before it printed the
+    // value took that value with it (at-most-once delivery: design.md §9.1):
+    // at most one acknowledged value per victim may be missing, no more.
+    size_t missing = 0;
+    for (uint64_t v : acked) missing += out.count(v) == 0;
+    EXPECT_LE(missing, static_cast<size_t>(kNodes - kFirstVictim)) << "acknowledged values lost";
     if (HasFailure()) break;
   }
   if (!recovery.empty()) {
