@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -298,17 +297,8 @@ std::unique_ptr<rdma::Cluster::DeathWatch> WatchCatalogue(rdma::Cluster& cluster
   if (!cluster.is_local(0) || cluster.node(0).reserved_bytes() < kFirstPart) return nullptr;
   rdma::Cluster* c = &cluster;
   return cluster.WatchDeaths([c](rdma::NodeId dead) {
-    const RestoreThreadNode restore;
-    absl::StatusOr<std::unique_ptr<rdma::Session>> s = RepairSession(*c, 0);
-    absl::StatusOr<bool> released =
-        s.ok() ? locks::RepairDeadHolder(locks::LockKind::kRdmaSpin, **s,
-                                           rdma::RemotePtr(0, (*s)->arena(0).base) + kLockOffset, dead)
-               : absl::StatusOr<bool>(s.status());
-    // Nobody waits for a repair's outcome; a failure must still be seen.
-    if (!released.ok()) {
-      std::fprintf(stderr, "rdmads: node 0 could not repair the catalogue's lock after node %d died: %s\n",
-                   static_cast<int>(dead), released.status().ToString().c_str());
-    }
+    RepairLocksOf(*c, c->node(0).reserved(), locks::LockKind::kRdmaSpin, {LockLines{.offset = kLockOffset}}, dead,
+                  "the catalogue");
   });
 }
 

@@ -148,14 +148,42 @@ absl::StatusOr<PartDirectory> PartSource::Make(absl::string_view what, absl::str
   return parts;
 }
 
+namespace {
+
+// A session connects to every node; one that is dying but not yet declared
+// dead fails the connect. Retry until the declaration catches up.
 absl::StatusOr<std::unique_ptr<rdma::Session>> RepairSession(rdma::Cluster& cluster, rdma::NodeId node) {
-  // A session connects to every node; one that is dying but not yet
-  // declared dead fails the connect. Retry until the declaration catches up.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (;;) {
     absl::StatusOr<std::unique_ptr<rdma::Session>> s = cluster.ThisThread(node);
     if (s.ok() || std::chrono::steady_clock::now() > until) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+void RepairLocksOf(rdma::Cluster& cluster, rdma::RemotePtr part, locks::LockKind kind,
+                   const std::vector<LockLines>& locks, rdma::NodeId dead, absl::string_view what) {
+  // The home's own loopback QP does the CASes (a NIC word is the NIC's).
+  absl::StatusOr<std::unique_ptr<rdma::Session>> s = RepairSession(cluster, part.node());
+  absl::Status failed = s.status();
+  uint64_t failures = s.ok() ? 0 : 1;
+  for (const LockLines& l : locks) {
+    for (uint64_t i = 0; s.ok() && i < l.count; ++i) {  // every lock, whatever another's repair did
+      const rdma::RemotePtr lock = part + l.offset + i * l.stride;
+      absl::StatusOr<bool> r = locks::RepairDeadHolder(
+          kind, **s, lock, dead, l.fix ? [&l, lock, dead] { return l.fix(lock, dead); } : std::function<absl::Status()>());
+      if (!r.ok()) {
+        if (failed.ok()) failed = r.status();
+        ++failures;
+      }
+    }
+  }
+  if (!failed.ok()) {
+    std::fprintf(stderr, "rdmads: %s: node %d could not repair %llu of the locks node %d held; the first: %s\n",
+                 std::string(what).c_str(), static_cast<int>(part.node()), static_cast<unsigned long long>(failures),
+                 static_cast<int>(dead), failed.ToString().c_str());
   }
 }
 
@@ -171,29 +199,7 @@ void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockL
   lock_watch_ = cluster.WatchDeaths([c, parts, locks, what](rdma::NodeId dead) {
     for (rdma::RemotePtr part : parts) {
       // A dead node's own part is gone with it (in process: its NIC is).
-      if (!c->PeerStatus(part.node()).ok()) continue;
-      // The home's own loopback QP does the CASes (a NIC word is the NIC's).
-      absl::StatusOr<std::unique_ptr<rdma::Session>> s = RepairSession(*c, part.node());
-      absl::Status failed = s.status();
-      uint64_t failures = s.ok() ? 0 : 1;
-      for (const LockLines& l : locks) {
-        for (uint64_t i = 0; s.ok() && i < l.count; ++i) {  // every lock, whatever another's repair did
-          const rdma::RemotePtr lock = part + l.offset + i * l.stride;
-          absl::StatusOr<bool> r = locks::RepairDeadHolder(
-              locks::LockKind::kALock, **s, lock, dead,
-              l.fix ? [&l, lock, dead] { return l.fix(lock, dead); } : std::function<absl::Status()>());
-          if (!r.ok()) {
-            if (failed.ok()) failed = r.status();
-            ++failures;
-          }
-        }
-      }
-      // Nobody waits for a repair's outcome; a failure must still be seen.
-      if (!failed.ok()) {
-        std::fprintf(stderr, "rdmads: %s: node %d could not repair %llu of the locks node %d held; the first: %s\n",
-                     what.c_str(), static_cast<int>(part.node()), static_cast<unsigned long long>(failures),
-                     static_cast<int>(dead), failed.ToString().c_str());
-      }
+      if (c->PeerStatus(part.node()).ok()) RepairLocksOf(*c, part, locks::LockKind::kALock, locks, dead, what);
     }
   });
 }

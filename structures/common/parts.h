@@ -176,11 +176,16 @@ class PartSource {
   uint32_t value_bytes_;
 };
 
-// A Session on `node` (hosted here) for a crash repair, on the cluster's
-// recovery thread: retried for up to 5 s while a connect fails, since a
-// node that is dying but not yet declared dead fails a new session's
-// connect until it is.
-absl::StatusOr<std::unique_ptr<rdma::Session>> RepairSession(rdma::Cluster& cluster, rdma::NodeId node);
+// One crash repair, on the cluster's recovery thread: every lock of `kind`
+// among `locks` in the part at `part` (on a node hosted here) whose NIC side
+// a client of `dead` held is taken over, fixed and released
+// (locks::RepairDeadHolder), through a Session of its own on the part's node
+// (retried for up to 5 s while a connect fails: a node that is dying but not
+// yet declared dead fails a new session's connect until it is). Every lock
+// is tried whatever another's repair did; failures are reported on stderr,
+// naming `what`, since nobody waits for a repair's outcome.
+void RepairLocksOf(rdma::Cluster& cluster, rdma::RemotePtr part, locks::LockKind kind,
+                   const std::vector<LockLines>& locks, rdma::NodeId dead, absl::string_view what);
 
 // Per-process state of a structure's local parts that every object of one
 // named structure in this process must share (the queue's native gates: one
