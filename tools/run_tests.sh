@@ -71,12 +71,16 @@ run_guest() {
   run_child "$log" to_stderr "$script"
   rc=$?
   out=$(tail -n 1 "$log")
+  local fails
+  fails=$(grep -E '^FAIL ' "$log")  # the guest summary's failed lines, repeated at the end
   rm -f "$log"
   if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
     passed=$((passed + BASH_REMATCH[1]))
     failed=$((failed + BASH_REMATCH[2]))
     if [[ ${BASH_REMATCH[2]} -gt 0 ]]; then
-      failed_names+=("guest: see the guest summary above")
+      local line
+      while read -r line; do [[ -n "$line" ]] && failed_names+=("guest: ${line#FAIL }"); done <<<"$fails"
+      [[ -z "$fails" ]] && failed_names+=("guest: see the guest summary above")
     elif [[ $rc -ne 0 ]]; then
       failed=$((failed + 1))
       failed_names+=("guest: ${script} exit ${rc} after reporting no failure")
@@ -99,7 +103,7 @@ excerpt_failed_logs() {
     file="${testlogs}/${target#//}"
     file="${file/://}/test.log"
     if [[ -f "$file" ]]; then
-      text=$(grep -E 'Failure|FAILED|Expected|Which is|actual|attempt [0-9]|Sanitizer|TIMEOUT|[Tt]imed out' "$file" |
+      text=$(grep -A 4 -E 'Failure$|Sanitizer|TIMEOUT|[Tt]imed out' "$file" | grep -v '^--$' |
              head -n 40; echo "  ... last lines:"; tail -n 12 "$file")
     else
       text="  (no test log at ${file})"

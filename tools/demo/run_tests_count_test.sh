@@ -96,15 +96,18 @@ check "configurations add up" "5 passed, 1 failed" 1 \
 printf '#!/bin/sh\necho "== summary"\necho "4 passed, 0 failed"\n' >"$tmp/guest_ok.sh"
 printf '#!/bin/sh\necho "3 passed, 2 failed"\nexit 1\n' >"$tmp/guest_fail.sh"
 printf '#!/bin/sh\necho "4 passed, 0 failed"\nexit 1\n' >"$tmp/guest_exit.sh"
+printf '#!/bin/sh\necho "PASS tests.a guest0 1 tests passed"\necho "FAIL tests.b guest0 exit 1"\necho "1 passed, 1 failed"\nexit 1\n' >"$tmp/guest_named.sh"
 printf '#!/bin/sh\necho "qemu: cannot start"\nexit 1\n' >"$tmp/guest_nosummary.sh"
 cp "$tmp/guest_ok.sh" "$tmp/guest_noexec.sh"
-chmod +x "$tmp/guest_ok.sh" "$tmp/guest_fail.sh" "$tmp/guest_exit.sh" "$tmp/guest_nosummary.sh"
+chmod +x "$tmp/guest_ok.sh" "$tmp/guest_fail.sh" "$tmp/guest_named.sh" "$tmp/guest_exit.sh" "$tmp/guest_nosummary.sh"
 chmod -x "$tmp/guest_noexec.sh"
 
 check "guest ok" "7 passed, 0 failed" 0 "" \
   "count_bazel_log '(default)' '$tmp/clean.log' 0; run_guest '$tmp/guest_ok.sh'"
 check "guest failures" "3 passed, 2 failed" 1 "FAILED: guest: see the guest summary above" \
   "run_guest '$tmp/guest_fail.sh'"
+check "guest failures named" "1 passed, 1 failed" 1 "FAILED: guest: tests.b guest0 exit 1" \
+  "run_guest '$tmp/guest_named.sh'"
 check "guest exits non-zero after 0 failed" "4 passed, 1 failed" 1 \
   "FAILED: guest: $tmp/guest_exit.sh exit 1 after reporting no failure" \
   "run_guest '$tmp/guest_exit.sh'"
