@@ -8,6 +8,7 @@
 //
 // Which domain touches each word (docs/design.md §3):
 //   r_tail   NicWord    RMW: RDMA CAS (remote + loopback threads). CPU: load only.
+//   r_next   NicWord    RMW: RDMA CAS (NIC lockers, the home's repair). CPU: load only.
 //   l_tail   CpuWord    RMW: CPU exchange/CAS (native threads). NIC: READ only.
 //   victim   PlainWord  CPU store / RDMA WRITE; CPU load / RDMA READ.
 //   budgets  PlainWord  written once before publication.
@@ -371,9 +372,21 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
   const uint64_t me = Descriptor(slot).raw();
   const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
   const rdma::RemoteWord<rdma::NicWord> r_tail = line_ref.Field(&ALockWord::r_tail);
+  const rdma::RemoteWord<rdma::NicWord> r_next = line_ref.Field(&ALockWord::r_next);
   ALockWord line;  // a private, typed copy of the lock line
   lock_internal::Spinner spin(options_);
   int backoff = 1;
+  bool announced = false;  // r_next holds my token
+  // Every error return after the announcement takes it back first, or the
+  // NIC side would step aside for a live waiter that is gone.
+  const auto withdraw = [&](absl::Status st) -> absl::Status {
+    if (!announced) return st;
+    auto back = r_next.CompareAndSwap(s, me, 0);
+    if (back.ok() && *back == me) return st;
+    return absl::Status(st.code(), absl::StrCat(st.message(), "; taking the turn back from r_next then failed: ",
+                                                back.ok() ? absl::StrCat("it held 0x", absl::Hex(*back))
+                                                          : back.status().ToString()));
+  };
   for (;;) {
     // CAS r_tail 0 -> me and, in the same chain (one doorbell, one round
     // trip), READ the whole line and the caller's words. Same QP, so the
@@ -387,32 +400,68 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
       r_tail.CompareAndSwapIn(b, 0, me, &old);
       line_ref.ReadIn(b, &line);
       for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
-      if (absl::Status st = b.Execute(); !st.ok()) return st;
+      if (absl::Status st = b.Execute(); !st.ok()) return withdraw(st);
     }
-    if (old == 0) break;
-    // A token is its holder's descriptor line: anything else is a corrupt
-    // word (never wait on it until the timeout).
-    if (!lock_internal::NamesDescriptorLine(s, old)) {
-      return absl::DataLossError(absl::StrCat("ALock: r_tail of lock ", lock.node(), ":0x", absl::Hex(lock.address()),
-                                              " holds 0x", absl::Hex(old), ", which names no descriptor line"));
-    }
-    if (old == me) {
+    if (old == 0) {
+      const uint64_t turn = line.r_next.Load(std::memory_order_relaxed);
+      if (turn == 0 || turn == me) break;
+      // A waiter announced its turn before my CAS landed: step aside (my
+      // flag was up without my entering, which Peterson allows).
+      auto back = r_tail.CompareAndSwap(s, me, 0);
+      if (!back.ok()) return withdraw(back.status());
+      if (*back != me) {
+        return withdraw(absl::DataLossError(absl::StrCat(
+            "ALock: stepping aside on lock ", lock.node(), ":0x", absl::Hex(lock.address()), ", r_tail held 0x",
+            absl::Hex(*back), ", not this client's token 0x", absl::Hex(me))));
+      }
+    } else if (!lock_internal::NamesDescriptorLine(s, old)) {
+      // A token is its holder's descriptor line: anything else is a corrupt
+      // word (never wait on it until the timeout).
+      return withdraw(absl::DataLossError(absl::StrCat("ALock: r_tail of lock ", lock.node(), ":0x",
+                                                       absl::Hex(lock.address()), " holds 0x", absl::Hex(old),
+                                                       ", which names no descriptor line")));
+    } else if (old == me) {
       // Only this client writes its token, and it does not hold the lock: an
       // earlier CAS of ours took effect again (a retransmitted atomic).
-      return absl::DataLossError(absl::StrCat(
+      return withdraw(absl::DataLossError(absl::StrCat(
           "ALock: lock ", lock.node(), ":0x", absl::Hex(lock.address()), " holds this client's own token 0x",
-          absl::Hex(me), " although it does not hold the lock: an earlier CAS of ours was executed twice"));
+          absl::Hex(me), " although it does not hold the lock: an earlier CAS of ours was executed twice")));
     }
-    // Another NIC locker holds the NIC side: wait for it to leave, polling
-    // the line with READs under exponential backoff, then CAS again.
-    do {
+    // Wait for my turn: the NIC side free and no other waiter's turn
+    // announced. Announce mine as soon as r_next is free, so that whoever
+    // takes the NIC side next steps aside for me. Poll the line with READs
+    // under exponential backoff, then CAS again.
+    for (;;) {
+      const uint64_t holder = line.r_tail.Load(std::memory_order_relaxed);
+      const uint64_t turn = line.r_next.Load(std::memory_order_relaxed);
+      if (holder == 0 && (turn == 0 || turn == me)) break;
       for (int i = 0; i < backoff; ++i) {
-        if (!spin.Spin()) return spin.Timeout("ALock: waiting for the NIC side's holder", lock);
+        if (!spin.Spin()) return withdraw(spin.Timeout("ALock: waiting for the NIC side's holder", lock));
       }
       backoff = std::min(backoff * 2, alock_internal::kMaxPollBackoff);
-      if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) return st;
-    } while (line.r_tail.Load(std::memory_order_relaxed) != 0);
+      rdma::Batch b(s, lock.node());
+      uint64_t was = 1;
+      if (!announced && turn == 0) r_next.CompareAndSwapIn(b, 0, me, &was);
+      line_ref.ReadIn(b, &line);
+      if (absl::Status st = b.Execute(); !st.ok()) return withdraw(st);
+      if (was == 0) announced = true;
+    }
     ++stats_.cas_retries;
+  }
+  if (announced) {
+    // My turn came: free r_next for the next waiter. Only a repair changes
+    // another node's r_next, and only a dead node's.
+    auto cleared = r_next.CompareAndSwap(s, me, 0);
+    if (!cleared.ok() || *cleared != me) {
+      const absl::Status st =
+          !cleared.ok() ? cleared.status()
+                        : absl::DataLossError(absl::StrCat("ALock: r_next of lock ", lock.node(), ":0x",
+                                                           absl::Hex(lock.address()), " held 0x", absl::Hex(*cleared),
+                                                           ", not this client's token 0x", absl::Hex(me)));
+      auto back = r_tail.CompareAndSwap(s, me, 0);
+      if (back.ok() && *back == me) return st;
+      return absl::Status(st.code(), absl::StrCat(st.message(), "; releasing r_tail then failed"));
+    }
   }
   bool fast = false;
   absl::Status st = PetersonRemote(lock, line, &fast);

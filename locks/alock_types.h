@@ -8,8 +8,9 @@
 // Each word's type names the only domain that may read-modify-write it
 // (docs/design.md §3): r_tail only NIC atomics, l_tail only CPU atomics,
 // victim, budgets and both descriptor words nobody (plain loads and stores,
-// CPU or RDMA). Layouts are fixed (static_asserts below): structures embed the
-// line and NIC code addresses its fields by offset. docs/design.md §4.
+// CPU or RDMA); r_next, like r_tail, only NIC atomics. Layouts are fixed
+// (static_asserts below): structures embed the line and NIC code addresses
+// its fields by offset. docs/design.md §4.
 
 #include <cstddef>
 #include <cstdint>
@@ -22,11 +23,13 @@
 
 namespace locks {
 
-// The lock line; each field in its own 16-byte slot. All zero = unlocked,
-// default budgets.
+// The lock line: the NIC side's two words, then l_tail, victim and budgets,
+// each in its own 16-byte slot. All zero = unlocked, default budgets.
 struct alignas(64) ALockWord {
   rdma::NicWord r_tail;  // the NIC holder's token (its descriptor's raw RemotePtr); 0 = none
-  uint64_t pad0_;
+  // The token of a NIC locker that has waited and announced its turn: a NIC
+  // locker whose CAS wins while it names another steps aside. 0 = none.
+  rdma::NicWord r_next;
   // Raw RemotePtr of the native cohort's last descriptor, or a NativeGate's
   // word (gate_internal below); 0 = empty. NIC code only tests it against 0.
   rdma::CpuWord l_tail;
@@ -50,8 +53,9 @@ struct alignas(64) ALockWord {
 };
 static_assert(sizeof(ALockWord) == kLockBytes && alignof(ALockWord) == kLockAlign);
 static_assert(std::is_standard_layout_v<ALockWord>);
-static_assert(offsetof(ALockWord, r_tail) == 0 && offsetof(ALockWord, l_tail) == 16 &&
-              offsetof(ALockWord, victim) == 32 && offsetof(ALockWord, budgets) == 48);
+static_assert(offsetof(ALockWord, r_tail) == 0 && offsetof(ALockWord, r_next) == 8 &&
+              offsetof(ALockWord, l_tail) == 16 && offsetof(ALockWord, victim) == 32 &&
+              offsetof(ALockWord, budgets) == 48);
 
 inline constexpr uint64_t kVictimLocal = 1;
 inline constexpr uint64_t kVictimRemote = 2;

@@ -51,6 +51,15 @@ absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::
   // Both kinds keep the NIC word that names the holder first in the line.
   static_assert(offsetof(ALockWord, r_tail) == offsetof(NicLockLine, word));
   const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail);
+  if (kind == LockKind::kALock) {
+    // A dead waiter's announced turn: NIC lockers would step aside for it
+    // forever. One CAS frees it; a live waiter's is never touched.
+    const uint64_t turn = lock.local<ALockWord>()->r_next.Load(std::memory_order_acquire);
+    if (turn != 0 && rdma::RemotePtr::FromRaw(turn).node() == dead) {
+      auto freed = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_next).CompareAndSwap(home, turn, 0);
+      if (!freed.ok()) return freed.status();
+    }
+  }
   // A CPU load of a NIC word (allowed: only its RMWs are the NIC's).
   const uint64_t token = lock.local<ALockWord>()->r_tail.Load(std::memory_order_acquire);
   if (token == 0 || rdma::RemotePtr::FromRaw(token).node() != dead) return false;

@@ -180,7 +180,8 @@ class LockClient {
 // (false). The CAS makes it exactly once: a second repair, or one racing a
 // live client, finds another value. `fix` runs at once, while native
 // threads may be inside the lock (the dead holder may have been waiting for
-// them), so it may change only what the dead holder marked as its own.
+// them), so it may change only what the dead holder marked as its own. An
+// ALock's turn announced by a NIC waiter on `dead` is freed too (no fix).
 // For kALock and kRdmaSpin, whose NIC word names its one NIC holder;
 // Unimplemented for the MCS kinds, whose queue links live in the waiters'
 // own memory. `fix`'s error is returned after the lock is released.

@@ -16,7 +16,9 @@
 //    chain read (and the chained READs after it) were read before its flag
 //    went up, so it enters only on a later chain whose CAS won, and reports
 //    that chain's READs as the holder's. The soft NIC's copy hook holds the
-//    first chain while the holder leaves.
+//    first chain while the holder leaves;
+//  * ALock's NIC waiter that announced its turn (r_next) gets in before the
+//    holder it waited for gets the lock again.
 // Soft NIC only: the races are placed with the soft NIC's copy hook.
 
 #include <atomic>
@@ -75,6 +77,45 @@ TEST(LockChecks, ALockNativeCohortUnderContention) {
   EXPECT_EQ(r.mismatched_locks, 0u) << r.Summary();
   EXPECT_EQ(r.counter_total, r.acquisitions);
   EXPECT_GT(r.acquisitions, 0u);
+}
+
+// R1 (node 1) holds the NIC side; R2 (node 1) waits and announces its turn
+// in r_next. R1 releases and at once asks again: its CAS may win, but it
+// must step aside, so R2 gets in before R1's second acquire returns (no
+// starving a NIC waiter behind a holder that keeps coming back).
+TEST(LockChecks, ALockNicWaiterThatAnnouncedItsTurnGoesNext) {
+  auto cluster = TwoSoftNodes();
+  LockTable t = *LockTable::Create(cluster->node(0), 1, {LockKind::kALock, {}});
+  const RemotePtr lock = t.at(0);
+  const ALockWord& line = *lock.local<ALockWord>();
+  auto s1 = std::move(*cluster->NewSession(1));
+  auto s2 = std::move(*cluster->NewSession(1));
+  auto r1 = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
+  auto r2 = std::move(*ALockClient::Create(cluster->node(1), s2.get()));
+  ASSERT_TRUE(r1->Lock(lock).ok());
+  const uint64_t r1_token = line.r_tail.Load();
+  std::atomic<bool> r2_in{false}, r2_out{false};
+  std::thread second([&] {
+    EXPECT_TRUE(r2->Lock(lock).ok());
+    r2_in.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    r2_out.store(true);
+    EXPECT_TRUE(r2->Unlock(lock).ok());
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (line.r_next.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  const uint64_t turn = line.r_next.Load();
+  ASSERT_NE(turn, 0u) << "R2 never announced its turn";
+  ASSERT_NE(turn, r1_token);
+  for (int round = 0; round < 3 && !r2_in.load(); ++round) {
+    ASSERT_TRUE(r1->Unlock(lock).ok());
+    ASSERT_TRUE(r1->Lock(lock).ok());
+    EXPECT_TRUE(r2_out.load()) << "R1 got the lock back (round " << round << ") ahead of R2's announced turn";
+  }
+  ASSERT_TRUE(r1->Unlock(lock).ok());
+  second.join();
+  EXPECT_EQ(line.r_next.Load(), 0u) << "R2 left its turn announced";
+  EXPECT_EQ(line.r_tail.Load(), 0u);
 }
 
 // Says when a head of `cohort` has written victim and waits in Peterson.
@@ -244,8 +285,8 @@ TEST(LockChecks, ALockNicLockerUsesTheLineItsWinningCasRead) {
   std::atomic<bool> native_go{false}, native_in{false};
   auto* nic1 = rdma::soft::AsSoftDevice(cluster->node(1).device());
   nic1->SetPostHook([&](const rdma::WorkRequest& wr) {
-    if (wr.opcode != rdma::Opcode::kCompareSwap || ++cases != 2) return;
-    // R's second CAS, posted after a poll saw r_tail empty: let the native
+    if (wr.opcode != rdma::Opcode::kCompareSwap || wr.remote_addr != lock.address() || ++cases != 2) return;
+    // R's second CAS on r_tail, posted after a poll saw r_tail empty: let the native
     // thread in first.
     native_go.store(true);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -192,6 +192,50 @@ TEST(LockRepairTest, ALockRepairOfAHolderWaitingBehindANativeOneReleasesAtOnce) 
   EXPECT_TRUE((*later)->Unlock(lock).ok());
 }
 
+// Node 2's NIC locker waits behind a live NIC holder (node 1), announces its
+// turn in r_next and dies. The holder's next acquire steps aside for that
+// turn until the home's repair frees it; then it gets in. The repair
+// releases no holder (node 1's token is live).
+TEST(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
+  auto c = ThreeSoftNodes();
+  ASSERT_NE(c, nullptr);
+  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
+  ASSERT_TRUE(table.ok());
+  const rdma::RemotePtr lock = table->at(0);
+  auto s0 = c->ThisThread(0);
+  auto s1 = c->ThisThread(1);
+  auto s2 = c->ThisThread(2);
+  ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
+  auto live = NewLockClient(LockKind::kALock, c->node(1), s1->get());
+  auto dying = NewLockClient(LockKind::kALock, c->node(2), s2->get());
+  ASSERT_TRUE(live.ok() && dying.ok());
+  ASSERT_TRUE((*live)->Lock(lock).ok());
+  std::thread waiter([&] { (void)(*dying)->Lock(lock); });  // announces; fails once its node dies
+  const ALockWord& line = *lock.local<ALockWord>();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (line.r_next.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  const uint64_t turn = line.r_next.Load();
+  ASSERT_EQ(rdma::RemotePtr::FromRaw(turn).node(), 2) << "node 2 never announced its turn";
+  rdma::soft::AsSoftDevice(c->node(2).device())->Kill();
+  waiter.join();
+  EXPECT_EQ(line.r_next.Load(), turn) << "a dead node took its turn back";
+  ASSERT_TRUE((*live)->Unlock(lock).ok());
+  std::atomic<bool> in{false};
+  std::thread again([&] {
+    EXPECT_TRUE((*live)->Lock(lock).ok());
+    in.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(in.load()) << "the NIC side did not step aside for the announced turn";
+  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(*r) << "a live holder's token was repaired";
+  again.join();
+  EXPECT_TRUE(in.load());
+  EXPECT_EQ(line.r_next.Load(), 0u);
+  EXPECT_TRUE((*live)->Unlock(lock).ok());
+}
+
 // A client whose token a repair took (here: its node wrongly named dead)
 // learns it at Unlock instead of releasing someone else's hold.
 TEST(LockRepairTest, ALockUnlockAfterARepairIsDataLoss) {
