@@ -15,6 +15,7 @@
 #   --parts LIST        comma-separated subset of
 #                       transport,locks,hash_map,skiplist,queue (default all)
 #   --min-time S        per-benchmark minimum time (overrides the default)
+#   --keys N            keys loaded into each map (overrides the default)
 #   --no-build          use the binaries in --bin-dir as they are
 #   --bin-dir DIR       where the binaries are (default bazel-bin)
 #   -h, --help          this help
@@ -31,10 +32,11 @@ fabric=soft
 out=""
 parts="transport,locks,hash_map,skiplist,queue"
 min_time=""
+keys=""
 build=1
 bin_dir="$REPO/bazel-bin"
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "run_suite.sh: $*" >&2; exit 2; }
 # The value of option $1, which must be there ($2, "" when missing) and not
 # look like another option: `--out --quick` must not write the default place.
@@ -51,6 +53,8 @@ while [[ $# -gt 0 ]]; do
     --parts) need_arg --parts "${2:-}"; shift; parts="$1" ;;
     --min-time=*) min_time="${1#--min-time=}"; [[ -n "$min_time" ]] || die "--min-time= needs a value" ;;
     --min-time) need_arg --min-time "${2:-}"; shift; min_time="$1" ;;
+    --keys=*) keys="${1#--keys=}"; [[ -n "$keys" ]] || die "--keys= needs a value" ;;
+    --keys) need_arg --keys "${2:-}"; shift; keys="$1" ;;
     --no-build) build=0 ;;
     --bin-dir=*) bin_dir="${1#--bin-dir=}"; [[ -n "$bin_dir" ]] || die "--bin-dir= needs a value" ;;
     --bin-dir) need_arg --bin-dir "${2:-}"; shift; bin_dir="$1" ;;
@@ -63,6 +67,9 @@ done
 case "$fabric" in soft|verbs|auto) ;; *) die "--fabric must be soft, verbs or auto (got '$fabric')" ;; esac
 if [[ -n "$min_time" ]] && ! [[ "$min_time" =~ ^[0-9]*\.?[0-9]+$ ]]; then
   die "--min-time must be a number of seconds (got '$min_time')"
+fi
+if [[ -n "$keys" ]] && ! [[ "$keys" =~ ^[1-9][0-9]*$ ]]; then
+  die "--keys must be a positive whole number (got '$keys')"
 fi
 all_parts=(transport locks hash_map skiplist queue)
 IFS=',' read -r -a want <<<"$parts"
@@ -95,6 +102,7 @@ if [[ "$fabric" == verbs && -z "${RXE_IN_GUEST:-}" ]] && ! has_rdma_device; then
   say "no RDMA device here: running the suite on rxe0 inside a Soft-RoCE guest (tools/rxe_vm/rxe_run)"
   args=(--no-build --bin-dir "$bin_dir" --fabric=verbs --out "$out" --parts "$parts")
   [[ $quick -eq 1 ]] && args+=(--quick)
+  [[ -n "$keys" ]] && args+=(--keys "$keys")
   [[ -n "$min_time" ]] && args+=(--min-time "$min_time")
   guest_timeout=$([[ $quick -eq 1 ]] && echo 900 || echo 3000)
   exec "$REPO/tools/rxe_vm/rxe_run" --mem 4096 --timeout "$guest_timeout" --rw "$out" --cwd "$REPO" \
@@ -116,6 +124,10 @@ else
   # (skiplist_bench's own default, 10^6, adds about 7 minutes here.)
   ordered_keys=200000
   lock_env=(DURATION="${min_time:-2}" WARMUP=0.5 REPEAT=3)
+fi
+if [[ -n "$keys" ]]; then
+  map_keys=$keys
+  ordered_keys=$keys
 fi
 
 # Rough durations (s) on the 2-core machine, for the time-left estimate.

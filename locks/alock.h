@@ -13,7 +13,8 @@
 //
 // Shape: native threads queue (MCS) on the CpuWord l_tail; NIC threads (other
 // nodes, and this node's with Path::kLoopback) take the NicWord r_tail one at
-// a time with CAS 0 -> token (their descriptor line, which names their node);
+// a time with CAS 0 -> token (their descriptor line, which names their node),
+// a waiter announcing its turn in r_next, for which a winning CAS steps aside;
 // the native head and the NIC holder run Peterson over `victim`, skipping it
 // when the other side's word is empty. The lock's home releases a dead
 // node's token (RepairDeadHolder, lock.h). Layouts: locks/alock_types.h.
@@ -28,8 +29,9 @@
 //   native           0 NIC ops
 //   remote/loopback  3 NIC ops, 2 doorbells, 2 round trips: acquire =
 //                    {CAS r_tail 0->token, READ line} chained; release = CAS
-//   contended        + {WRITE victim, READ line}, one READ per NIC poll, and
-//                    a {CAS, READ} chain per retry for the NIC side
+//   contended        + {WRITE victim, READ line}, one READ per NIC poll, a
+//                    {CAS, READ} chain per retry for the NIC side, and a CAS
+//                    each to announce and free a waiter's turn
 //
 // Invariants: only NIC atomics change r_tail, only CPU atomics l_tail; l_tail
 // is nonzero while the native cohort holds or waits, r_tail while a NIC
