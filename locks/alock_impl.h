@@ -447,6 +447,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
       if (was == 0) announced = true;
     }
     ++stats_.cas_retries;
+    if (!spin.Spin()) return withdraw(spin.Timeout("ALock: waiting for the NIC side's holder", lock));
   }
   if (announced) {
     // My turn came: free r_next for the next waiter. Only a repair changes
