@@ -9,6 +9,7 @@
 // queue is the benchmarked one. The baselines, of the same capacity:
 //   boost_lockfree  boost::lockfree::queue<Value32> with a fixed-size node pool
 //   std_mutex       std::deque<Value32> behind one std::mutex (capacity checked)
+//   tbb_bounded     tbb::concurrent_bounded_queue<Value32>, capacity set
 //
 // Benchmarks (each iteration is one operation; items_per_second counts the
 // operations that moved a value, all threads together, wall-clock):
@@ -80,6 +81,7 @@
 #include <vector>
 
 #include <boost/lockfree/queue.hpp>
+#include <oneapi/tbb/concurrent_queue.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -147,6 +149,22 @@ class BoostQueue {
   boost::lockfree::queue<Value32, boost::lockfree::fixed_sized<true>> q_;
 };
 
+// oneTBB's bounded MPMC queue, its capacity set; try_push/try_pop, never
+// blocking, like the others.
+class TbbQueue {
+ public:
+  explicit TbbQueue(size_t capacity) { q_.set_capacity(static_cast<std::ptrdiff_t>(capacity)); }
+  bool Enqueue(const Value32& v) { return q_.try_push(v); }
+  std::optional<Value32> Dequeue() {
+    Value32 v;
+    if (!q_.try_pop(v)) return std::nullopt;
+    return v;
+  }
+
+ private:
+  tbb::concurrent_bounded_queue<Value32> q_;
+};
+
 // The park of the `_park` rows' queue (QueueOptions::native_park).
 constexpr std::chrono::microseconds kPark{20};
 
@@ -157,6 +175,7 @@ struct Env {
   std::unique_ptr<Queue> parked;  // the same, with QueueOptions::native_park = kPark
   std::unique_ptr<MutexDeque> deque;
   std::unique_ptr<BoostQueue> boost;
+  std::unique_ptr<TbbQueue> tbb;
 };
 Env* g_env = nullptr;
 std::once_flag g_env_once;
@@ -166,6 +185,7 @@ Env& GetEnv() {
     g_env = new Env;
     g_env->deque = std::make_unique<MutexDeque>(g_capacity);
     g_env->boost = std::make_unique<BoostQueue>(g_capacity);
+    g_env->tbb = std::make_unique<TbbQueue>(g_capacity);
     rdma::ClusterOptions o;
     o.named_bytes = 0;  // no named structures: nothing registered for them
     o.num_nodes = 2;
@@ -243,6 +263,7 @@ void BM_Baseline(benchmark::State& state, Q* (*get)(), bool one_producer_one_con
 
 MutexDeque* GetDeque() { return GetEnv().deque.get(); }
 BoostQueue* GetBoost() { return GetEnv().boost.get(); }
+TbbQueue* GetTbb() { return GetEnv().tbb.get(); }
 
 // kMixedProducer: the remote thread only enqueues (`batch` values at a
 // time), paced like kMixed10; the native threads enqueue then dequeue, and
@@ -439,7 +460,7 @@ void Register(bool set_min_time) {
     b->Threads(threads)->UseRealTime();
     if (set_min_time) b->MinTime(0.4);
   };
-  // Our queue (in `mode`), boost's and the deque side by side, natively,
+  // Our queue (in `mode`), boost's, tbb's and the deque side by side, natively,
   // with `threads` threads.
   auto native_three = [&](const std::string& shape, Mode mode, bool one_producer_one_consumer, int threads) {
     finish(benchmark::RegisterBenchmark(
@@ -454,6 +475,11 @@ void Register(bool set_min_time) {
     finish(benchmark::RegisterBenchmark(("native/std_mutex/" + shape).c_str(),
                                         [one_producer_one_consumer](benchmark::State& s) {
                                           BM_Baseline<MutexDeque>(s, GetDeque, one_producer_one_consumer);
+                                        }),
+           threads);
+    finish(benchmark::RegisterBenchmark(("native/tbb_bounded/" + shape).c_str(),
+                                        [one_producer_one_consumer](benchmark::State& s) {
+                                          BM_Baseline<TbbQueue>(s, GetTbb, one_producer_one_consumer);
                                         }),
            threads);
   };

@@ -73,7 +73,7 @@ def required_rows():
     for path in PATHS:
         rows.append(rf"{path}/queue/batch:1/.*threads:1")
     for shape in ("1p1c", "2both"):
-        for q in ("queue", "boost_lockfree", "std_mutex"):
+        for q in ("queue", "boost_lockfree", "tbb_bounded", "std_mutex"):
             rows.append(rf"native/{q}/{shape}/.*threads:2")
         for path in ("loopback", "remote"):
             rows.append(rf"{path}/queue/{shape}/.*threads:2")

@@ -79,6 +79,7 @@ BASELINES = {
     "std_map_mutex": ("skiplist",),
     "btree_map_mutex": ("skiplist",),
     "boost_lockfree": ("queue",),
+    "tbb_bounded": ("queue",),
 }
 # The queue's workload shapes (queue_bench.cc); the maps' are mixes.
 QUEUE_SHAPE = re.compile(r"^(1p1c|2both|1thread|batch:\d+|2native_1remote[\w:]*)$")

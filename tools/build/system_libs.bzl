@@ -37,6 +37,7 @@ _LIBS = {
     "benchmark_main": ([], ["-lbenchmark_main", "-lbenchmark"], "benchmark/benchmark.h", "libbenchmark-dev"),
     "boost_program_options": ([], ["-lboost_program_options"], "boost/program_options.hpp", "libboost-program-options-dev"),
     "boost_lockfree": ([], [], "boost/lockfree/queue.hpp", "libboost-dev"),
+    "tbb": (["tbb"], [], "oneapi/tbb/concurrent_queue.h", "libtbb-dev"),
     "nlohmann_json": ([], [], "nlohmann/json.hpp", "nlohmann-json3-dev"),
     "boost_asio": ([], [], "boost/asio.hpp", "libboost-dev"),
     "pmix": (["pmix"], [], "pmix.h", "libpmix-dev"),
