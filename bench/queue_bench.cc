@@ -52,9 +52,9 @@
 //                         queue the same operations as native/queue/batch:1,
 //                         on the shared queue, next to the baselines')
 // Every run of a benchmark starts from an empty queue: thread 0 drains the
-// shared queue (ours, boost's or the deque) before the timed loop, which the
-// other threads enter only together with it (Google Benchmark's start
-// barrier). Otherwise a run would inherit whatever the run before it (in
+// shared queue (ours, boost's, tbb's or the deque) before the timed loop,
+// which the other threads enter only together with it (Google Benchmark's
+// start barrier). Otherwise a run would inherit whatever the run before it (in
 // random order, with --benchmark_enable_random_interleaving) left in the
 // queue, full or empty, and a 1p1c run's regime (the producer pressing on a
 // full ring, or the consumer on an empty one) with it.

@@ -14,7 +14,8 @@
 // Shape: native threads queue (MCS) on the CpuWord l_tail; NIC threads (other
 // nodes, and this node's with Path::kLoopback) take the NicWord r_tail one at
 // a time with CAS 0 -> token (their descriptor line, which names their node),
-// a waiter announcing its turn in r_next, for which a winning CAS steps aside;
+// a waiter announcing its turn in r_next (the announced waiter goes next: a
+// winning CAS steps aside for it);
 // the native head and the NIC holder run Peterson over `victim`, skipping it
 // when the other side's word is empty. The lock's home releases a dead
 // node's token (RepairDeadHolder, lock.h). Layouts: locks/alock_types.h.
@@ -30,12 +31,15 @@
 //   remote/loopback  3 NIC ops, 2 doorbells, 2 round trips: acquire =
 //                    {CAS r_tail 0->token, READ line} chained; release = CAS
 //   contended        + {WRITE victim, READ line}, one READ per NIC poll, a
-//                    {CAS, READ} chain per retry for the NIC side, and a CAS
-//                    each to announce and free a waiter's turn
+//                    {CAS, READ} chain per retry for the NIC side; a
+//                    waiter's announcing CAS rides in a poll's chain, and
+//                    freeing its turn, or stepping aside for another's, is
+//                    one more CAS and round trip
 //
-// Invariants: only NIC atomics change r_tail, only CPU atomics l_tail; l_tail
-// is nonzero while the native cohort holds or waits, r_tail while a NIC
-// thread holds or waits in Peterson. Once a head has written `victim` and
+// Invariants: only NIC atomics change r_tail and r_next, only CPU atomics
+// l_tail; l_tail is nonzero while the native cohort holds or waits, r_tail
+// while a NIC thread holds or waits in Peterson, or briefly, while one steps
+// aside for an announced turn. Once a head has written `victim` and
 // waits, the native side makes at most its budget (Budgets, lock.h) more
 // acquisitions, the NIC side one (asserted by alock_fairness_test).
 

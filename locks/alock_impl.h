@@ -376,16 +376,42 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
   ALockWord line;  // a private, typed copy of the lock line
   lock_internal::Spinner spin(options_);
   int backoff = 1;
-  bool announced = false;  // r_next holds my token
-  // Every error return after the announcement takes it back first, or the
+  bool announced = false;        // r_next holds my token
+  bool announce_unknown = false;  // an announcing CAS was posted and its chain failed: it may have landed
+  // A CAS of mine that must land even after the chain before it failed (the
+  // QP is then in error): reconnect and try again, as a repair's release
+  // does.
+  const auto cas_again = [&](const rdma::RemoteWord<rdma::NicWord>& word, uint64_t expected,
+                             uint64_t desired) -> absl::StatusOr<uint64_t> {
+    absl::StatusOr<uint64_t> old = word.CompareAndSwap(s, expected, desired);
+    for (int attempt = 1; !old.ok() && attempt < 3; ++attempt) {
+      (void)s.Reconnect(lock.node());
+      old = word.CompareAndSwap(s, expected, desired);
+    }
+    return old;
+  };
+  // Every error return after an announcement takes it back first, or the
   // NIC side would step aside for a live waiter that is gone.
   const auto withdraw = [&](absl::Status st) -> absl::Status {
-    if (!announced) return st;
-    auto back = r_next.CompareAndSwap(s, me, 0);
-    if (back.ok() && *back == me) return st;
+    if (!announced && !announce_unknown) return st;
+    absl::StatusOr<uint64_t> back = cas_again(r_next, me, 0);
+    if (back.ok() && (*back == me || !announced)) return st;  // taken back, or it never landed
     return absl::Status(st.code(), absl::StrCat(st.message(), "; taking the turn back from r_next then failed: ",
                                                 back.ok() ? absl::StrCat("it held 0x", absl::Hex(*back))
                                                           : back.status().ToString()));
+  };
+  // A turn read from r_next: 0, or a NIC locker's descriptor line. My own
+  // token there while I did not announce (an announcing CAS of mine that
+  // landed after all, or twice) is my turn: I free it once I am in.
+  const auto check_turn = [&](uint64_t turn) -> absl::Status {
+    if (turn == 0) return absl::OkStatus();
+    if (turn == me) {
+      announced = true;
+      return absl::OkStatus();
+    }
+    if (lock_internal::NamesDescriptorLine(s, turn)) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat("ALock: r_next of lock ", lock.node(), ":0x", absl::Hex(lock.address()),
+                                            " holds 0x", absl::Hex(turn), ", which names no descriptor line"));
   };
   for (;;) {
     // CAS r_tail 0 -> me and, in the same chain (one doorbell, one round
@@ -404,11 +430,20 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     }
     if (old == 0) {
       const uint64_t turn = line.r_next.Load(std::memory_order_relaxed);
+      if (absl::Status st = check_turn(turn); !st.ok()) {
+        (void)cas_again(r_tail, me, 0);  // not entered: my flag goes down (DataLoss either way)
+        return withdraw(st);
+      }
       if (turn == 0 || turn == me) break;
       // A waiter announced its turn before my CAS landed: step aside (my
       // flag was up without my entering, which Peterson allows).
-      auto back = r_tail.CompareAndSwap(s, me, 0);
-      if (!back.ok()) return withdraw(back.status());
+      absl::StatusOr<uint64_t> back = cas_again(r_tail, me, 0);
+      if (!back.ok()) {
+        return withdraw(absl::Status(back.status().code(),
+                                     absl::StrCat("ALock: stepping aside on lock ", lock.node(), ":0x",
+                                                  absl::Hex(lock.address()), ", my token may still be in r_tail: ",
+                                                  back.status().message())));
+      }
       if (*back != me) {
         return withdraw(absl::DataLossError(absl::StrCat(
             "ALock: stepping aside on lock ", lock.node(), ":0x", absl::Hex(lock.address()), ", r_tail held 0x",
@@ -434,6 +469,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     for (;;) {
       const uint64_t holder = line.r_tail.Load(std::memory_order_relaxed);
       const uint64_t turn = line.r_next.Load(std::memory_order_relaxed);
+      if (absl::Status st = check_turn(turn); !st.ok()) return withdraw(st);
       if (holder == 0 && (turn == 0 || turn == me)) break;
       for (int i = 0; i < backoff; ++i) {
         if (!spin.Spin()) return withdraw(spin.Timeout("ALock: waiting for the NIC side's holder", lock));
@@ -441,10 +477,17 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
       backoff = std::min(backoff * 2, alock_internal::kMaxPollBackoff);
       rdma::Batch b(s, lock.node());
       uint64_t was = 1;
-      if (!announced && turn == 0) r_next.CompareAndSwapIn(b, 0, me, &was);
+      if (!announced && turn == 0) {
+        r_next.CompareAndSwapIn(b, 0, me, &was);
+        announce_unknown = true;
+      }
       line_ref.ReadIn(b, &line);
       if (absl::Status st = b.Execute(); !st.ok()) return withdraw(st);
-      if (was == 0) announced = true;
+      announce_unknown = false;
+      if (was == 0) {
+        announced = true;
+        backoff = 1;  // my turn is next: poll for the holder's release promptly
+      }
     }
     ++stats_.cas_retries;
     if (!spin.Spin()) return withdraw(spin.Timeout("ALock: waiting for the NIC side's holder", lock));
@@ -452,7 +495,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
   if (announced) {
     // My turn came: free r_next for the next waiter. Only a repair changes
     // another node's r_next, and only a dead node's.
-    auto cleared = r_next.CompareAndSwap(s, me, 0);
+    absl::StatusOr<uint64_t> cleared = r_next.CompareAndSwap(s, me, 0);
     if (!cleared.ok() || *cleared != me) {
       const absl::Status st =
           !cleared.ok() ? cleared.status()

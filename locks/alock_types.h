@@ -106,7 +106,7 @@ struct ALockStats {
   uint64_t peterson_runs[2] = {0, 0};   // times Peterson's algorithm ran
   uint64_t peterson_fast[2] = {0, 0};   // ... and found the other cohort empty (no victim write)
   uint64_t peterson_waits[2] = {0, 0};  // ... and had to wait for the other cohort
-  uint64_t cas_retries = 0;             // NIC acquires' extra {CAS r_tail, READ} chains (the NIC side was held)
+  uint64_t cas_retries = 0;             // NIC acquires' extra {CAS r_tail, READ} chains (held, or stepped aside)
 };
 
 }  // namespace locks

@@ -20,46 +20,11 @@ absl::StatusOr<std::unique_ptr<LockClient>> Make(rdma::Node& node, rdma::Session
   return std::unique_ptr<LockClient>(std::move(*c));
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<LockClient>> NewLockClient(LockKind kind, rdma::Node& node, rdma::Session* session,
-                                                          const ClientOptions& options) {
-  switch (kind) {
-    case LockKind::kALock:
-      return Make<ALockClient>(node, session, options);
-    case LockKind::kRdmaSpin:
-      return Make<RdmaSpinClient>(node, session, options);
-    case LockKind::kRdmaMcs:
-      return Make<RdmaMcsClient>(node, session, options);
-    case LockKind::kLocalMcs:
-      return Make<LocalMcsClient>(node, session, options);
-  }
-  return absl::InvalidArgumentError("NewLockClient: unknown lock kind");
-}
-
-absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::RemotePtr lock, rdma::NodeId dead,
-                                      const std::function<absl::Status()>& fix) {
-  if (kind != LockKind::kALock && kind != LockKind::kRdmaSpin) {
-    return absl::UnimplementedError(absl::StrCat(LockKindName(kind), " locks cannot be repaired: their queue links "
-                                                 "live in the waiters' own memory"));
-  }
-  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
-  if (lock.node() != home.self()) {
-    return absl::InvalidArgumentError(absl::StrCat("a lock is repaired by its own node (", lock.node(),
-                                                   "), not from node ", home.self()));
-  }
-  // Both kinds keep the NIC word that names the holder first in the line.
-  static_assert(offsetof(ALockWord, r_tail) == offsetof(NicLockLine, word));
+// RepairDeadHolder's repair of the holder: takes a dead holder's token in
+// the lock's NIC word over, runs `fix`, releases.
+absl::StatusOr<bool> RepairToken(rdma::Session& home, rdma::RemotePtr lock, rdma::NodeId dead,
+                                 const std::function<absl::Status()>& fix) {
   const rdma::RemoteWord<rdma::NicWord> word = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail);
-  if (kind == LockKind::kALock) {
-    // A dead waiter's announced turn: NIC lockers would step aside for it
-    // forever. One CAS frees it; a live waiter's is never touched.
-    const uint64_t turn = lock.local<ALockWord>()->r_next.Load(std::memory_order_acquire);
-    if (turn != 0 && rdma::RemotePtr::FromRaw(turn).node() == dead) {
-      auto freed = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_next).CompareAndSwap(home, turn, 0);
-      if (!freed.ok()) return freed.status();
-    }
-  }
   // A CPU load of a NIC word (allowed: only its RMWs are the NIC's).
   const uint64_t token = lock.local<ALockWord>()->r_tail.Load(std::memory_order_acquire);
   if (token == 0 || rdma::RemotePtr::FromRaw(token).node() != dead) return false;
@@ -90,6 +55,63 @@ absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::
                                             " while the repair held it"));
   }
   return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LockClient>> NewLockClient(LockKind kind, rdma::Node& node, rdma::Session* session,
+                                                          const ClientOptions& options) {
+  switch (kind) {
+    case LockKind::kALock:
+      return Make<ALockClient>(node, session, options);
+    case LockKind::kRdmaSpin:
+      return Make<RdmaSpinClient>(node, session, options);
+    case LockKind::kRdmaMcs:
+      return Make<RdmaMcsClient>(node, session, options);
+    case LockKind::kLocalMcs:
+      return Make<LocalMcsClient>(node, session, options);
+  }
+  return absl::InvalidArgumentError("NewLockClient: unknown lock kind");
+}
+
+absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::RemotePtr lock, rdma::NodeId dead,
+                                      const std::function<absl::Status()>& fix) {
+  if (kind != LockKind::kALock && kind != LockKind::kRdmaSpin) {
+    return absl::UnimplementedError(absl::StrCat(LockKindName(kind), " locks cannot be repaired: their queue links "
+                                                 "live in the waiters' own memory"));
+  }
+  if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (lock.node() != home.self()) {
+    return absl::InvalidArgumentError(absl::StrCat("a lock is repaired by its own node (", lock.node(),
+                                                   "), not from node ", home.self()));
+  }
+  // Both kinds keep the NIC word that names the holder first in the line.
+  static_assert(offsetof(ALockWord, r_tail) == offsetof(NicLockLine, word));
+  // A dead waiter's announced turn (ALock): NIC lockers would step aside for
+  // it forever. One CAS frees it; a live waiter's is never touched. Its
+  // error is returned after the holder's repair below has run.
+  absl::Status turn_freed;
+  if (kind == LockKind::kALock) {
+    const uint64_t turn = lock.local<ALockWord>()->r_next.Load(std::memory_order_acquire);
+    if (turn != 0 && rdma::RemotePtr::FromRaw(turn).node() == dead) {
+      const auto r_next = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_next);
+      absl::StatusOr<uint64_t> freed = r_next.CompareAndSwap(home, turn, 0);
+      for (int attempt = 1; !freed.ok() && attempt < 3; ++attempt) {
+        (void)home.Reconnect(lock.node());
+        freed = r_next.CompareAndSwap(home, turn, 0);
+      }
+      if (!freed.ok()) turn_freed = freed.status();
+    }
+  }
+  absl::StatusOr<bool> held = RepairToken(home, lock, dead, fix);
+  if (!turn_freed.ok()) {
+    return absl::Status(turn_freed.code(),
+                        absl::StrCat("freeing a dead waiter's turn on lock ", lock.node(), ":0x",
+                                     absl::Hex(lock.address()), ": ", turn_freed.message(),
+                                     held.ok() ? "" : absl::StrCat("; and the holder's repair: ",
+                                                                   held.status().ToString())));
+  }
+  return held;
 }
 
 }  // namespace locks

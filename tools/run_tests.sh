@@ -79,8 +79,10 @@ run_guest() {
     failed=$((failed + BASH_REMATCH[2]))
     if [[ ${BASH_REMATCH[2]} -gt 0 ]]; then
       local line
-      while read -r line; do [[ -n "$line" ]] && failed_names+=("guest: ${line#FAIL }"); done <<<"$fails"
-      [[ -z "$fails" ]] && failed_names+=("guest: see the guest summary above")
+      while read -r line; do
+        if [[ -n "$line" ]]; then failed_names+=("guest: ${line#FAIL }"); fi
+      done <<<"$fails"
+      if [[ -z "$fails" ]]; then failed_names+=("guest: see the guest summary above"); fi
     elif [[ $rc -ne 0 ]]; then
       failed=$((failed + 1))
       failed_names+=("guest: ${script} exit ${rc} after reporting no failure")
@@ -103,7 +105,7 @@ excerpt_failed_logs() {
     file="${testlogs}/${target#//}"
     file="${file/://}/test.log"
     if [[ -f "$file" ]]; then
-      text=$(grep -A 4 -E 'Failure$|Sanitizer|TIMEOUT|[Tt]imed out' "$file" | grep -v '^--$' |
+      text=$(grep -A 6 -E 'Failure$|Sanitizer|TIMEOUT|[Tt]imed out|^\[  FAILED  \]' "$file" | grep -v '^--$' |
              head -n 40; echo "  ... last lines:"; tail -n 12 "$file")
     else
       text="  (no test log at ${file})"

@@ -15,8 +15,8 @@
 // higher levels are hints for the descent. The all-zero part is an empty map.
 //
 // RMW domains (docs/design.md §3), fixed by each word's declared type: the
-// locks' r_tail is NicWord (NIC CAS), l_tail CpuWord (CPU atomics); every
-// other word is a PlainWord nobody RMWs: next_free and free_head are stored
+// locks' r_tail and r_next are NicWords (NIC CAS), l_tail a CpuWord (CPU
+// atomics); every other word is a PlainWord nobody RMWs: next_free and free_head are stored
 // by the alloc_lock holder, a node's version .. checksum by its lock holder
 // (CPU stores or RDMA WRITEs), and anyone loads them (CPU or READ).
 //

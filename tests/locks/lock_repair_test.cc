@@ -206,7 +206,9 @@ TEST(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
   auto s1 = c->ThisThread(1);
   auto s2 = c->ThisThread(2);
   ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
-  auto live = NewLockClient(LockKind::kALock, c->node(1), s1->get());
+  ClientOptions bounded;  // a repair that never frees the turn fails in 5 s, not 30
+  bounded.timeout = std::chrono::seconds(5);
+  auto live = NewLockClient(LockKind::kALock, c->node(1), s1->get(), bounded);
   auto dying = NewLockClient(LockKind::kALock, c->node(2), s2->get());
   ASSERT_TRUE(live.ok() && dying.ok());
   ASSERT_TRUE((*live)->Lock(lock).ok());

@@ -149,11 +149,13 @@ fi
 mkdir -p "$tmp/testlogs/a/y_test"
 { echo "[ RUN      ] T.Passes"; for i in $(seq 1 30); do echo "noise $i"; done
   echo "x_test.cc:63: Failure"; echo "Expected: (a) > (b), actual: 26 vs 40"
+  echo "  x"; echo "    Which is: 2"; echo "  y"; echo "what the assertion says"
   for i in $(seq 1 30); do echo "more noise $i"; done; echo "[  FAILED  ] T.Fails"; } \
   >"$tmp/testlogs/a/y_test/test.log"
 err=$(bash -c "source '$script'; count_bazel_log '--config=asan' '$tmp/failures.log' 3
                excerpt_failed_logs '--config=asan' '$tmp/failures.log' '$tmp/testlogs'; print_summary" 2>&1 >/dev/null)
 if grep -q -- '--- --config=asan //a:y_test' <<<"$err" && grep -q 'actual: 26 vs 40' <<<"$err" &&
+   grep -q 'what the assertion says' <<<"$err" &&
    grep -q 'more noise 30' <<<"$err" && ! grep -q 'noise 5$' <<<"$err" &&
    grep -q "no test log at $tmp/testlogs/b/z_test/test.log" <<<"$err" &&
    [[ $(grep -n 'actual: 26' <<<"$err" | cut -d: -f1) -lt $(grep -n '^FAILED: ' <<<"$err" | head -n 1 | cut -d: -f1) ]]; then
