@@ -400,19 +400,11 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
                                                 back.ok() ? absl::StrCat("it held 0x", absl::Hex(*back))
                                                           : back.status().ToString()));
   };
-  // A turn read from r_next: 0, or a NIC locker's descriptor line. My own
-  // token there while I did not announce (an announcing CAS of mine that
-  // landed after all, or twice) is my turn: I free it once I am in.
-  const auto check_turn = [&](uint64_t turn) -> absl::Status {
-    if (turn == 0) return absl::OkStatus();
-    if (turn == me) {
-      announced = true;
-      return absl::OkStatus();
-    }
-    if (lock_internal::NamesDescriptorLine(s, turn)) return absl::OkStatus();
-    return absl::DataLossError(absl::StrCat("ALock: r_next of lock ", lock.node(), ":0x", absl::Hex(lock.address()),
-                                            " holds 0x", absl::Hex(turn), ", which names no descriptor line"));
-  };
+  // A turn read from r_next is mine only once my announcing CAS returned 0:
+  // a READ that copied its bytes while another waiter's CAS changed it
+  // (soft NIC byte copies, rxe) can mix them into my token, or into any
+  // other value, which is treated as another waiter's turn and read again.
+  const auto my_turn_or_none = [&](uint64_t turn) { return turn == 0 || (turn == me && announced); };
   for (;;) {
     // CAS r_tail 0 -> me and, in the same chain (one doorbell, one round
     // trip), READ the whole line and the caller's words. Same QP, so the
@@ -429,12 +421,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
       if (absl::Status st = b.Execute(); !st.ok()) return withdraw(st);
     }
     if (old == 0) {
-      const uint64_t turn = line.r_next.Load(std::memory_order_relaxed);
-      if (absl::Status st = check_turn(turn); !st.ok()) {
-        (void)cas_again(r_tail, me, 0);  // not entered: my flag goes down (DataLoss either way)
-        return withdraw(st);
-      }
-      if (turn == 0 || turn == me) break;
+      if (my_turn_or_none(line.r_next.Load(std::memory_order_relaxed))) break;
       // A waiter announced its turn before my CAS landed: step aside (my
       // flag was up without my entering, which Peterson allows).
       absl::StatusOr<uint64_t> back = cas_again(r_tail, me, 0);
@@ -469,8 +456,7 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     for (;;) {
       const uint64_t holder = line.r_tail.Load(std::memory_order_relaxed);
       const uint64_t turn = line.r_next.Load(std::memory_order_relaxed);
-      if (absl::Status st = check_turn(turn); !st.ok()) return withdraw(st);
-      if (holder == 0 && (turn == 0 || turn == me)) break;
+      if (holder == 0 && my_turn_or_none(turn)) break;
       for (int i = 0; i < backoff; ++i) {
         if (!spin.Spin()) return withdraw(spin.Timeout("ALock: waiting for the NIC side's holder", lock));
       }
