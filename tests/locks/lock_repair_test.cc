@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "locks/alock.h"
@@ -24,55 +25,86 @@ uint64_t Word(rdma::RemotePtr lock) {
   return __atomic_load_n(reinterpret_cast<const uint64_t*>(lock.address()), __ATOMIC_ACQUIRE);
 }
 
-TEST(LockRepairTest, RepairReleasesOnlyADeadHoldersSpinLockAndOnlyOnce) {
-  rdma::ClusterOptions o;
-  o.num_nodes = 3;
-  o.named_bytes = 0;
-  o.fabric.kind = rdma::FabricKind::kSoft;
-  auto c = rdma::Cluster::Create(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto table = LockTable::Create((*c)->node(0), 2, {LockKind::kRdmaSpin});
-  ASSERT_TRUE(table.ok()) << table.status();
-  const rdma::RemotePtr live_lock = table->at(0), dead_lock = table->at(1);
+// Three soft nodes, a table of locks on node 0 (the home), and the test
+// thread's session on each node.
+class LockRepairTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rdma::ClusterOptions o;
+    o.num_nodes = 3;
+    o.named_bytes = 0;
+    o.fabric.kind = rdma::FabricKind::kSoft;
+    auto made = rdma::Cluster::Create(o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    c = std::move(*made);
+    for (rdma::NodeId n = 0; n < 3; ++n) {
+      auto s = c->ThisThread(n);
+      ASSERT_TRUE(s.ok()) << s.status();
+      sessions[n] = std::move(*s);
+    }
+  }
+  // `count` locks of `kind` on node 0.
+  std::vector<rdma::RemotePtr> Locks(LockKind kind, size_t count) {
+    auto t = LockTable::Create(c->node(0), count, {kind});
+    EXPECT_TRUE(t.ok()) << t.status();
+    std::vector<rdma::RemotePtr> locks;
+    if (!t.ok()) return locks;
+    for (size_t i = 0; i < count; ++i) locks.push_back(t->at(i));
+    tables.push_back(std::move(*t));
+    return locks;
+  }
+  std::unique_ptr<LockClient> Client(LockKind kind, rdma::NodeId node, bool with_session = true,
+                                     ClientOptions options = {}) {
+    auto client = NewLockClient(kind, c->node(node), with_session ? sessions[node].get() : nullptr, options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+  rdma::Session& home() { return *sessions[0]; }
+  void Kill(rdma::NodeId node) { rdma::soft::AsSoftDevice(c->node(node).device())->Kill(); }
 
-  auto s1 = (*c)->ThisThread(1);
-  auto s2 = (*c)->ThisThread(2);
-  auto s0 = (*c)->ThisThread(0);
-  ASSERT_TRUE(s1.ok() && s2.ok() && s0.ok());
-  auto live = NewLockClient(LockKind::kRdmaSpin, (*c)->node(1), s1->get());
-  auto dying = NewLockClient(LockKind::kRdmaSpin, (*c)->node(2), s2->get());
-  auto home = NewLockClient(LockKind::kRdmaSpin, (*c)->node(0), s0->get());
-  ASSERT_TRUE(live.ok() && dying.ok() && home.ok());
-  ASSERT_TRUE((*live)->Lock(live_lock).ok());
-  ASSERT_TRUE((*dying)->Lock(dead_lock).ok());
+  std::unique_ptr<rdma::Cluster> c;
+  std::unique_ptr<rdma::Session> sessions[3];
+  std::vector<LockTable> tables;
+};
+
+TEST_F(LockRepairTest, RepairReleasesOnlyADeadHoldersSpinLockAndOnlyOnce) {
+  const std::vector<rdma::RemotePtr> locks = Locks(LockKind::kRdmaSpin, 2);
+  ASSERT_EQ(locks.size(), 2u);
+  const rdma::RemotePtr live_lock = locks[0], dead_lock = locks[1];
+  auto live = Client(LockKind::kRdmaSpin, 1);
+  auto dying = Client(LockKind::kRdmaSpin, 2);
+  auto at_home = Client(LockKind::kRdmaSpin, 0);
+  ASSERT_TRUE(live && dying && at_home);
+  ASSERT_TRUE(live->Lock(live_lock).ok());
+  ASSERT_TRUE(dying->Lock(dead_lock).ok());
   const uint64_t live_token = Word(live_lock);
   EXPECT_EQ(live_token >> 48, 1u);
   EXPECT_EQ(Word(dead_lock) >> 48, 2u);
-  rdma::soft::AsSoftDevice((*c)->node(2).device())->Kill();
-  ASSERT_FALSE((*c)->PeerStatus(2).ok());
+  Kill(2);
+  ASSERT_FALSE(c->PeerStatus(2).ok());
 
   // Not the dead node's: untouched.
-  auto r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, live_lock, 2);
+  auto r = RepairDeadHolder(LockKind::kRdmaSpin, home(), live_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r);
   EXPECT_EQ(Word(live_lock), live_token);
   // The dead node's: released, once.
-  r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, dead_lock, 2);
+  r = RepairDeadHolder(LockKind::kRdmaSpin, home(), dead_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(*r);
   EXPECT_EQ(Word(dead_lock), 0u);
-  r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, dead_lock, 2);
+  r = RepairDeadHolder(LockKind::kRdmaSpin, home(), dead_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r);
   // A live client takes it; a late repair leaves the new holder alone.
-  ASSERT_TRUE((*home)->Lock(dead_lock).ok());
+  ASSERT_TRUE(at_home->Lock(dead_lock).ok());
   const uint64_t home_token = Word(dead_lock);
-  r = RepairDeadHolder(LockKind::kRdmaSpin, **s0, dead_lock, 2);
+  r = RepairDeadHolder(LockKind::kRdmaSpin, home(), dead_lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r);
   EXPECT_EQ(Word(dead_lock), home_token);
-  EXPECT_TRUE((*home)->Unlock(dead_lock).ok());
-  EXPECT_TRUE((*live)->Unlock(live_lock).ok());
+  EXPECT_TRUE(at_home->Unlock(dead_lock).ok());
+  EXPECT_TRUE(live->Unlock(live_lock).ok());
 }
 
 // Tells when a native head waits in Peterson (behind the NIC side).
@@ -88,35 +120,20 @@ struct NativeWaits final : ALockObserver {
   std::atomic<bool> waiting{false};
 };
 
-std::unique_ptr<rdma::Cluster> ThreeSoftNodes() {
-  rdma::ClusterOptions o;
-  o.num_nodes = 3;
-  o.named_bytes = 0;
-  o.fabric.kind = rdma::FabricKind::kSoft;
-  auto c = rdma::Cluster::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 // Node 2 holds an ALock through the NIC and dies; a NIC waiter (node 1) and
 // a native waiter (node 0, in Peterson behind the NIC holder) wait. The
 // home's repair runs its fix while both still wait, releases the token
 // once, and both waiters get in.
-TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
-  auto c = ThreeSoftNodes();
-  ASSERT_NE(c, nullptr);
-  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
-  ASSERT_TRUE(table.ok()) << table.status();
-  const rdma::RemotePtr lock = table->at(0);
-  auto s0 = c->ThisThread(0);
-  auto s1 = c->ThisThread(1);
-  auto s2 = c->ThisThread(2);
-  ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
-  auto dying = NewLockClient(LockKind::kALock, c->node(2), s2->get());
+TEST_F(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
+  const std::vector<rdma::RemotePtr> locks = Locks(LockKind::kALock, 1);
+  ASSERT_EQ(locks.size(), 1u);
+  const rdma::RemotePtr lock = locks[0];
+  auto dying = NewLockClient(LockKind::kALock, c->node(2), sessions[2].get());
   ASSERT_TRUE(dying.ok());
   ASSERT_TRUE((*dying)->Lock(lock).ok());
   EXPECT_EQ(rdma::RemotePtr::FromRaw(Word(lock)).node(), 2);
-  rdma::soft::AsSoftDevice(c->node(2).device())->Kill();
+  Kill(2);
 
   std::atomic<int> in{0};
   NativeWaits native_waits;
@@ -127,14 +144,14 @@ TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
     ++in;
     ASSERT_TRUE((*client)->Unlock(lock).ok());
   };
-  std::thread nic([&] { wait_for(1, s1->get()); });
+  std::thread nic([&] { wait_for(1, sessions[1].get()); });
   std::thread native([&] { wait_for(0, nullptr); });
   ASSERT_TRUE(native_waits.AwaitWaiting()) << "the native waiter never waited in Peterson";
   EXPECT_EQ(in.load(), 0) << "a waiter got in while the dead holder's token was in r_tail";
   // The dead holder was inside: the native waiter must stay out until the
   // fix is done (a repair that released first, or let the natives in
   // first, would show it here).
-  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2, [&] {
+  auto r = RepairDeadHolder(LockKind::kALock, home(), lock, 2, [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return in.load() == 0 ? absl::OkStatus() : absl::InternalError("a waiter got in before the fix was done");
   });
@@ -143,7 +160,7 @@ TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
   nic.join();
   native.join();
   EXPECT_EQ(in.load(), 2);
-  r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2);
+  r = RepairDeadHolder(LockKind::kALock, home(), lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r) << "repaired twice";
 }
@@ -152,21 +169,15 @@ TEST(LockRepairTest, ALockWaitersGetInOnceTheDeadHoldersTokenIsReleased) {
 // The home's repair releases its token at once (it must not wait for the
 // native holder, whose waiting successors could be what it waits for), and
 // the native holder and later lockers are unaffected.
-TEST(LockRepairTest, ALockRepairOfAHolderWaitingBehindANativeOneReleasesAtOnce) {
-  auto c = ThreeSoftNodes();
-  ASSERT_NE(c, nullptr);
-  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
-  ASSERT_TRUE(table.ok());
-  const rdma::RemotePtr lock = table->at(0);
-  auto s0 = c->ThisThread(0);
-  auto s1 = c->ThisThread(1);
-  auto s2 = c->ThisThread(2);
-  ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
+TEST_F(LockRepairTest, ALockRepairOfAHolderWaitingBehindANativeOneReleasesAtOnce) {
+  const std::vector<rdma::RemotePtr> locks = Locks(LockKind::kALock, 1);
+  ASSERT_EQ(locks.size(), 1u);
+  const rdma::RemotePtr lock = locks[0];
   auto native = NewLockClient(LockKind::kALock, c->node(0), nullptr);
   ClientOptions short_wait;
   short_wait.timeout = std::chrono::seconds(2);
-  auto dying = NewLockClient(LockKind::kALock, c->node(2), s2->get(), short_wait);
-  auto later = NewLockClient(LockKind::kALock, c->node(1), s1->get());
+  auto dying = NewLockClient(LockKind::kALock, c->node(2), sessions[2].get(), short_wait);
+  auto later = NewLockClient(LockKind::kALock, c->node(1), sessions[1].get());
   ASSERT_TRUE(native.ok() && dying.ok() && later.ok());
   ASSERT_TRUE((*native)->Lock(lock).ok());
   std::thread waiter([&] { (void)(*dying)->Lock(lock); });  // waits in Peterson; fails once its node dies
@@ -175,10 +186,10 @@ TEST(LockRepairTest, ALockRepairOfAHolderWaitingBehindANativeOneReleasesAtOnce) 
     std::this_thread::yield();
   }
   ASSERT_EQ(lock.local<ALockWord>()->victim.Load(), kVictimRemote) << "node 2 never waited in Peterson";
-  rdma::soft::AsSoftDevice(c->node(2).device())->Kill();
+  Kill(2);
   waiter.join();
   int fixes = 0;
-  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2, [&] {
+  auto r = RepairDeadHolder(LockKind::kALock, home(), lock, 2, [&] {
     ++fixes;
     return absl::OkStatus();
   });
@@ -196,20 +207,14 @@ TEST(LockRepairTest, ALockRepairOfAHolderWaitingBehindANativeOneReleasesAtOnce) 
 // turn in r_next and dies. The holder's next acquire steps aside for that
 // turn until the home's repair frees it; then it gets in. The repair
 // releases no holder (node 1's token is live).
-TEST(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
-  auto c = ThreeSoftNodes();
-  ASSERT_NE(c, nullptr);
-  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
-  ASSERT_TRUE(table.ok());
-  const rdma::RemotePtr lock = table->at(0);
-  auto s0 = c->ThisThread(0);
-  auto s1 = c->ThisThread(1);
-  auto s2 = c->ThisThread(2);
-  ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
+TEST_F(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
+  const std::vector<rdma::RemotePtr> locks = Locks(LockKind::kALock, 1);
+  ASSERT_EQ(locks.size(), 1u);
+  const rdma::RemotePtr lock = locks[0];
   ClientOptions bounded;  // a repair that never frees the turn fails in 5 s, not 30
   bounded.timeout = std::chrono::seconds(5);
-  auto live = NewLockClient(LockKind::kALock, c->node(1), s1->get(), bounded);
-  auto dying = NewLockClient(LockKind::kALock, c->node(2), s2->get());
+  auto live = NewLockClient(LockKind::kALock, c->node(1), sessions[1].get(), bounded);
+  auto dying = NewLockClient(LockKind::kALock, c->node(2), sessions[2].get());
   ASSERT_TRUE(live.ok() && dying.ok());
   ASSERT_TRUE((*live)->Lock(lock).ok());
   std::thread waiter([&] { (void)(*dying)->Lock(lock); });  // announces; fails once its node dies
@@ -218,7 +223,7 @@ TEST(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
   while (line.r_next.Load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   const uint64_t turn = line.r_next.Load();
   ASSERT_EQ(rdma::RemotePtr::FromRaw(turn).node(), 2) << "node 2 never announced its turn";
-  rdma::soft::AsSoftDevice(c->node(2).device())->Kill();
+  Kill(2);
   waiter.join();
   EXPECT_EQ(line.r_next.Load(), turn) << "a dead node took its turn back";
   ASSERT_TRUE((*live)->Unlock(lock).ok());
@@ -229,7 +234,7 @@ TEST(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(in.load()) << "the NIC side did not step aside for the announced turn";
-  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 2);
+  auto r = RepairDeadHolder(LockKind::kALock, home(), lock, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(*r) << "a live holder's token was repaired";
   again.join();
@@ -240,20 +245,15 @@ TEST(LockRepairTest, ALockRepairFreesADeadWaitersAnnouncedTurn) {
 
 // A client whose token a repair took (here: its node wrongly named dead)
 // learns it at Unlock instead of releasing someone else's hold.
-TEST(LockRepairTest, ALockUnlockAfterARepairIsDataLoss) {
-  auto c = ThreeSoftNodes();
-  ASSERT_NE(c, nullptr);
-  auto table = LockTable::Create(c->node(0), 1, {LockKind::kALock});
-  ASSERT_TRUE(table.ok());
-  const rdma::RemotePtr lock = table->at(0);
-  auto s0 = c->ThisThread(0);
-  auto s1 = c->ThisThread(1);
-  ASSERT_TRUE(s0.ok() && s1.ok());
-  auto holder = NewLockClient(LockKind::kALock, c->node(1), s1->get());
-  auto other = NewLockClient(LockKind::kALock, c->node(0), s0->get());
+TEST_F(LockRepairTest, ALockUnlockAfterARepairIsDataLoss) {
+  const std::vector<rdma::RemotePtr> locks = Locks(LockKind::kALock, 1);
+  ASSERT_EQ(locks.size(), 1u);
+  const rdma::RemotePtr lock = locks[0];
+  auto holder = NewLockClient(LockKind::kALock, c->node(1), sessions[1].get());
+  auto other = NewLockClient(LockKind::kALock, c->node(0), sessions[0].get());
   ASSERT_TRUE(holder.ok() && other.ok());
   ASSERT_TRUE((*holder)->Lock(lock).ok());
-  auto r = RepairDeadHolder(LockKind::kALock, **s0, lock, 1);
+  auto r = RepairDeadHolder(LockKind::kALock, home(), lock, 1);
   ASSERT_TRUE(r.ok() && *r);
   ASSERT_TRUE((*other)->Lock(lock, rdma::Path::kLoopback).ok());
   const uint64_t others = Word(lock);
@@ -263,17 +263,12 @@ TEST(LockRepairTest, ALockUnlockAfterARepairIsDataLoss) {
   EXPECT_TRUE((*other)->Unlock(lock).ok());
 }
 
-TEST(LockRepairTest, OnlyTheHomeRepairsAndOnlyLocksThatNameTheirHolder) {
-  auto c = ThreeSoftNodes();
-  ASSERT_NE(c, nullptr);
-  auto table = LockTable::Create(c->node(0), 1, {LockKind::kRdmaMcs});
-  ASSERT_TRUE(table.ok());
-  auto s0 = c->ThisThread(0);
-  auto s1 = c->ThisThread(1);
-  ASSERT_TRUE(s0.ok() && s1.ok());
-  EXPECT_EQ(RepairDeadHolder(LockKind::kRdmaMcs, **s0, table->at(0), 2).status().code(),
+TEST_F(LockRepairTest, OnlyTheHomeRepairsAndOnlyLocksThatNameTheirHolder) {
+  const std::vector<rdma::RemotePtr> locks = Locks(LockKind::kRdmaMcs, 1);
+  ASSERT_EQ(locks.size(), 1u);
+  EXPECT_EQ(RepairDeadHolder(LockKind::kRdmaMcs, home(), locks[0], 2).status().code(),
             absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(RepairDeadHolder(LockKind::kALock, **s1, table->at(0), 2).status().code(),
+  EXPECT_EQ(RepairDeadHolder(LockKind::kALock, *sessions[1], locks[0], 2).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -13,21 +13,12 @@
 #include "rdma/cluster.h"
 #include "structures/hash_map/hash_map.h"
 #include "testing/backends.h"
+#include "testing/sanitizers.h"
 
 namespace structures {
 namespace {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using rdma::testing::kSanitized;
 
 struct Load {
   double first_full = 0;   // stored / capacity when the first insert failed

@@ -34,6 +34,7 @@
 #include "structures/queue/layout.h"
 #include "structures/queue/queue.h"
 #include "testing/backends.h"
+#include "testing/sanitizers.h"
 
 namespace structures {
 namespace {
@@ -47,17 +48,7 @@ struct Val {
 Val Make(int64_t v) { return {{v, v, v, v}}; }
 bool Whole(const Val& x) { return x.w[0] == x.w[1] && x.w[1] == x.w[2] && x.w[2] == x.w[3]; }
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using rdma::testing::kSanitized;
 
 // A native producer and two native consumers on node 0 looping with no
 // pause on node 0's ring of 8 slots, plus a loopback producer and a remote
