@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,19 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> CreatePmixBootstrap(const BootstrapOp
   pmix_proc_t self;
   PMIX_PROC_CONSTRUCT(&self);
   pmix_status_t rc = PMIx_Init(&self, nullptr, 0);
+  if (rc == PMIX_SUCCESS) {
+    // The PMIx client counts its Inits. Hold one reference until the
+    // process exits, so that a Bootstrap's Finalize never disconnects the
+    // process from the server while it lives: a rank that finalized and
+    // initialized again between two Bootstraps (one after the other in one
+    // process, as tests make them) would let the server complete the other
+    // ranks' next fence without it (PMIX_ERR_PARTIAL_SUCCESS), and then
+    // wait out its own.
+    static std::once_flag hold;
+    std::call_once(hold, [] {
+      if (PMIx_Init(nullptr, nullptr, 0) == PMIX_SUCCESS) std::atexit([] { PMIx_Finalize(nullptr, 0); });
+    });
+  }
   if (rc != PMIX_SUCCESS) {
     return absl::UnavailableError(absl::StrCat(
         "PMIx_Init failed: ", PMIx_Error_string(rc), " (", rc,
