@@ -379,16 +379,9 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
   bool announced = false;        // r_next holds my token
   bool announce_unknown = false;  // an announcing CAS was posted and its chain failed: it may have landed
   // A CAS of mine that must land even after the chain before it failed (the
-  // QP is then in error): reconnect and try again, as a repair's release
-  // does.
-  const auto cas_again = [&](const rdma::RemoteWord<rdma::NicWord>& word, uint64_t expected,
-                             uint64_t desired) -> absl::StatusOr<uint64_t> {
-    absl::StatusOr<uint64_t> old = word.CompareAndSwap(s, expected, desired);
-    for (int attempt = 1; !old.ok() && attempt < 3; ++attempt) {
-      (void)s.Reconnect(lock.node());
-      old = word.CompareAndSwap(s, expected, desired);
-    }
-    return old;
+  // QP is then in error).
+  const auto cas_again = [&](const rdma::RemoteWord<rdma::NicWord>& word, uint64_t expected, uint64_t desired) {
+    return lock_internal::CompareAndSwapReconnecting(s, lock.node(), word, expected, desired);
   };
   // Every error return after an announcement takes it back first, or the
   // NIC side would step aside for a live waiter that is gone.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "locks/alock.h"
 #include "locks/baselines.h"
+#include "locks/internal.h"
 #include "locks/lock.h"
 
 namespace locks {
@@ -42,11 +43,7 @@ absl::StatusOr<bool> RepairToken(rdma::Session& home, rdma::RemotePtr lock, rdma
   const absl::Status fixed = fix ? fix() : absl::OkStatus();
   // Nobody would ever release the home's own token: retry a release the NIC
   // failed (the session reconnects to its own node).
-  auto released = word.CompareAndSwap(home, mine, 0);
-  for (int attempt = 1; !released.ok() && attempt < 3; ++attempt) {
-    (void)home.Reconnect(lock.node());
-    released = word.CompareAndSwap(home, mine, 0);
-  }
+  const absl::StatusOr<uint64_t> released = lock_internal::CompareAndSwapReconnecting(home, lock.node(), word, mine, 0);
   if (!fixed.ok()) return fixed;
   if (!released.ok()) return released.status();
   if (*released != mine) {
@@ -95,11 +92,8 @@ absl::StatusOr<bool> RepairDeadHolder(LockKind kind, rdma::Session& home, rdma::
     const uint64_t turn = lock.local<ALockWord>()->r_next.Load(std::memory_order_acquire);
     if (turn != 0 && rdma::RemotePtr::FromRaw(turn).node() == dead) {
       const auto r_next = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_next);
-      absl::StatusOr<uint64_t> freed = r_next.CompareAndSwap(home, turn, 0);
-      for (int attempt = 1; !freed.ok() && attempt < 3; ++attempt) {
-        (void)home.Reconnect(lock.node());
-        freed = r_next.CompareAndSwap(home, turn, 0);
-      }
+      const absl::StatusOr<uint64_t> freed =
+          lock_internal::CompareAndSwapReconnecting(home, lock.node(), r_next, turn, 0);
       if (!freed.ok()) turn_freed = freed.status();
     }
   }

@@ -6,6 +6,9 @@
 //
 //   Spinner          a bounded wait: spin, then yield, until ClientOptions::timeout
 //   CheckLockPtr     a lock pointer's null / alignment check (InvalidArgument)
+//   CompareAndSwapReconnecting
+//                    a NIC CAS that must land even after the QP failed:
+//                    reconnect and try again, three attempts in all
 //   NamesDescriptorLine, CheckDescriptorRaw
 //                    whether a queue word read from registered memory names a
 //                    descriptor line; a waiter acts only on complete values
@@ -33,6 +36,8 @@
 #include "rdma/node.h"
 #include "rdma/op_counters.h"
 #include "rdma/remote_ptr.h"
+#include "rdma/remote_ref.h"
+#include "rdma/rmw_word.h"
 #include "rdma/session.h"
 
 namespace locks::lock_internal {
@@ -84,6 +89,22 @@ class Spinner {
   bool deadline_set_ = false;
   std::chrono::steady_clock::time_point deadline_{};
 };
+
+// CAS on `word` (on node `node`) through `s`; if the NIC op fails (a QP in
+// error after an earlier failed chain), reconnect `s` to `node` and try
+// again, three attempts in all. For the CASes that undo or release a hold
+// nobody else would: a repair's release, a NIC locker taking its token or
+// announced turn back after an error.
+inline absl::StatusOr<uint64_t> CompareAndSwapReconnecting(rdma::Session& s, rdma::NodeId node,
+                                                           const rdma::RemoteWord<rdma::NicWord>& word,
+                                                           uint64_t expected, uint64_t desired) {
+  absl::StatusOr<uint64_t> old = word.CompareAndSwap(s, expected, desired);
+  for (int attempt = 1; !old.ok() && attempt < 3; ++attempt) {
+    (void)s.Reconnect(node);
+    old = word.CompareAndSwap(s, expected, desired);
+  }
+  return old;
+}
 
 inline absl::Status CheckLockPtr(rdma::RemotePtr lock) {
   if (lock.is_null()) return absl::InvalidArgumentError("null lock pointer");

@@ -16,9 +16,10 @@
 //
 // RMW domains (docs/design.md §3), fixed by each word's declared type: the
 // locks' r_tail and r_next are NicWords (NIC CAS), l_tail a CpuWord (CPU
-// atomics); every other word is a PlainWord nobody RMWs: next_free and free_head are stored
-// by the alloc_lock holder, a node's version .. checksum by its lock holder
-// (CPU stores or RDMA WRITEs), and anyone loads them (CPU or READ).
+// atomics); every other word is a PlainWord nobody RMWs: next_free and
+// free_head are stored by the alloc_lock holder, a node's version ..
+// checksum by its lock holder (CPU stores or RDMA WRITEs), and anyone loads
+// them (CPU or READ).
 //
 // Invariants (docs/design.md §9.3):
 //  1. A node's words change only under its lock; version is odd while a
