@@ -94,8 +94,19 @@ TEST(LockChecks, ALockNicWaiterThatAnnouncedItsTurnGoesNext) {
   auto r2 = std::move(*ALockClient::Create(cluster->node(1), s2.get()));
   ASSERT_TRUE(r1->Lock(lock).ok());
   const uint64_t r1_token = line.r_tail.Load();
-  std::atomic<bool> r2_in{false}, r2_out{false};
+  std::atomic<bool> r2_in{false}, r2_out{false}, hold_r2{false};
+  std::atomic<std::thread::id> r2_thread{};
+  // While hold_r2 is set, R2's next post waits (the soft NIC's post hook runs
+  // on the posting thread): R2 cannot take the NIC side in the gap R1's
+  // release opens, so only stepping aside lets it in first.
+  auto* nic1 = rdma::soft::AsSoftDevice(cluster->node(1).device());
+  nic1->SetPostHook([&](const rdma::WorkRequest&) {
+    if (std::this_thread::get_id() != r2_thread.load()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (hold_r2.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
   std::thread second([&] {
+    r2_thread.store(std::this_thread::get_id());
     EXPECT_TRUE(r2->Lock(lock).ok());
     r2_in.store(true);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -107,13 +118,21 @@ TEST(LockChecks, ALockNicWaiterThatAnnouncedItsTurnGoesNext) {
   const uint64_t turn = line.r_next.Load();
   ASSERT_NE(turn, 0u) << "R2 never announced its turn";
   ASSERT_NE(turn, r1_token);
-  for (int round = 0; round < 3 && !r2_in.load(); ++round) {
-    ASSERT_TRUE(r1->Unlock(lock).ok());
-    ASSERT_TRUE(r1->Lock(lock).ok());
-    EXPECT_TRUE(r2_out.load()) << "R1 got the lock back (round " << round << ") ahead of R2's announced turn";
-  }
+  hold_r2.store(true);
+  ASSERT_TRUE(r1->Unlock(lock).ok());
+  std::atomic<bool> r1_in{false};
+  std::thread again([&] {
+    EXPECT_TRUE(r1->Lock(lock).ok());
+    r1_in.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(r1_in.load()) << "R1 got the lock back ahead of R2's announced turn";
+  hold_r2.store(false);
+  again.join();
+  EXPECT_TRUE(r2_out.load()) << "R1 got in before R2 had been in and out";
   ASSERT_TRUE(r1->Unlock(lock).ok());
   second.join();
+  nic1->SetPostHook(nullptr);
   EXPECT_EQ(line.r_next.Load(), 0u) << "R2 left its turn announced";
   EXPECT_EQ(line.r_tail.Load(), 0u);
 }
