@@ -15,10 +15,6 @@
 // operations that moved a value, all threads together, wall-clock):
 //   native/<q>/1p1c       2 threads on node 0: thread 0 enqueues, thread 1 dequeues
 //   native/<q>/2both      2 threads on node 0, each enqueue then dequeue
-//   native/queue/2both_park
-//                         the same on a queue whose native waiters park
-//                         (QueueOptions::native_park = 20 us) instead of
-//                         yielding
 //   {loopback,remote}/queue/{1p1c,2both}
 //                         the same through the NIC (threads on node 0 over
 //                         loopback, or on node 1)
@@ -38,8 +34,6 @@
 //                         (yields) while it has moved more than 1/9 of what
 //                         the native threads moved: remote operations are
 //                         about 10% of all
-//   mixed/queue/2native_1remote_10pct_park
-//                         the same on the parking queue
 //   mixed/queue/2native_1remote_producer_10pct_batch:{1,16}
 //                         the remote thread only enqueues
 //                         (one value, or EnqueueBatch of 16, per acquisition
@@ -47,6 +41,10 @@
 //                         values; the native threads enqueue then dequeue as
 //                         in 2both, and every 32 iterations also dequeue as
 //                         many values as the remote thread enqueued
+//   mixed/queue/2native_1remote_arrival
+//                         what a remote thread arriving at a ring two native
+//                         threads are using waits for its first Enqueue and
+//                         Dequeue: median and p99 (BM_NicArrival)
 //   native/<q>/1thread    1 thread on node 0, enqueue then dequeue: the cost
 //                         of an operation with nobody else around (for the
 //                         queue the same operations as native/queue/batch:1,
@@ -67,6 +65,7 @@
 // --fabric=soft|verbs|auto, --capacity=N. Each benchmark runs MinTime(0.4 s)
 // unless --benchmark_min_time is given.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -165,14 +164,10 @@ class TbbQueue {
   tbb::concurrent_bounded_queue<Value32> q_;
 };
 
-// The park of the `_park` rows' queue (QueueOptions::native_park).
-constexpr std::chrono::microseconds kPark{20};
-
 struct Env {
   absl::Status status;  // why the queue benchmarks are skipped, if they are
   std::unique_ptr<rdma::Cluster> cluster;
   std::unique_ptr<Queue> queue;
-  std::unique_ptr<Queue> parked;  // the same, with QueueOptions::native_park = kPark
   std::unique_ptr<MutexDeque> deque;
   std::unique_ptr<BoostQueue> boost;
   std::unique_ptr<TbbQueue> tbb;
@@ -206,13 +201,6 @@ Env& GetEnv() {
       return;
     }
     g_env->queue = std::make_unique<Queue>(std::move(*q));
-    qo.native_park = kPark;
-    auto parked = Queue::Create(*g_env->cluster, qo);
-    if (!parked.ok()) {
-      g_env->status = parked.status();
-      return;
-    }
-    g_env->parked = std::make_unique<Queue>(std::move(*parked));
   });
   return *g_env;
 }
@@ -261,6 +249,51 @@ void BM_Baseline(benchmark::State& state, Q* (*get)(), bool one_producer_one_con
   });
 }
 
+// Our queue in BM_Baseline's shape (the same loop, a client per thread), so
+// the native rows compare the queues and not their loops. An error ends the
+// run with it.
+void BM_QueueNative(benchmark::State& state, bool one_producer_one_consumer) {
+  Env& env = GetEnv();
+  if (!env.status.ok()) {
+    state.SkipWithError(env.status.ToString().c_str());
+    return;
+  }
+  auto client = env.queue->NewClient(env.cluster->node(kHome));
+  if (!client.ok()) {
+    state.SkipWithError(client.status().ToString().c_str());
+    return;
+  }
+  structures::QueueClient<Value32>& c = **client;
+  if (state.thread_index() == 0) {
+    for (;;) {
+      absl::StatusOr<std::vector<Value32>> out = c.DequeueBatch(kHome, 16);
+      if (!out.ok() || out->empty()) break;
+    }
+  }
+  const bool producer = state.thread_index() == 0;
+  const uint64_t base = uint64_t(state.thread_index()) << 40;
+  absl::Status error;
+  Loop(state, [&](uint64_t i) -> int64_t {
+    if (one_producer_one_consumer) {
+      if (producer) {
+        absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue(base + i));
+        if (ABSL_PREDICT_FALSE(!in.ok())) error.Update(in.status());
+        return in.ok() && *in ? 1 : 0;
+      }
+      absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome);
+      if (ABSL_PREDICT_FALSE(!v.ok())) error.Update(v.status());
+      return !v.ok() || !v->has_value() ? 0 : Whole(**v) ? 1 : -1;
+    }
+    absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue(base + i));
+    if (ABSL_PREDICT_FALSE(!in.ok())) error.Update(in.status());
+    const int64_t m = in.ok() && *in ? 1 : 0;
+    absl::StatusOr<std::optional<Value32>> v = c.Dequeue(kHome);
+    if (ABSL_PREDICT_FALSE(!v.ok())) error.Update(v.status());
+    return v.ok() && v->has_value() ? (Whole(**v) ? m + 1 : -1) : m;
+  });
+  if (!error.ok()) state.SkipWithError(error.ToString().c_str());
+}
+
 MutexDeque* GetDeque() { return GetEnv().deque.get(); }
 BoostQueue* GetBoost() { return GetEnv().boost.get(); }
 TbbQueue* GetTbb() { return GetEnv().tbb.get(); }
@@ -280,7 +313,7 @@ std::atomic<int64_t> g_extra_dequeues{0};
 // Native threads of the current mixed run that have left their loop.
 std::atomic<int> g_natives_done{0};
 
-void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t batch, bool park = false) {
+void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t batch) {
   Env& env = GetEnv();
   if (!env.status.ok()) {
     state.SkipWithError(env.status.ToString().c_str());
@@ -303,7 +336,7 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   // costs a second READ or WRITE): the counts per op are the uncontended
   // ones the tests assert, however few the iterations.
   std::unique_ptr<Queue> own;
-  Queue* queue = park ? env.parked.get() : env.queue.get();
+  Queue* queue = env.queue.get();
   if (mode == Mode::kBatch) {
     structures::QueueOptions qo;
     qo.capacity = g_capacity;
@@ -455,6 +488,113 @@ void BM_Queue(benchmark::State& state, Mode mode, structures::Path path, size_t 
   client->reset();
 }
 
+// mixed/queue/2native_1remote_arrival: what a NIC thread arriving at a ring
+// the native side is using waits. Two native threads (node 0) enqueue then
+// dequeue without pause; the benchmark's thread, remote on node 1, sleeps
+// kArrivalGap (the native threads have the ring to themselves), then times
+// one Enqueue and one Dequeue. The manual time is the Enqueue's;
+// arrival_enq_p50_us / _p99_us and arrival_deq_p50_us / _p99_us are each
+// operation's median and 99th percentile over the run, native_ops the
+// native threads' values per second meanwhile.
+constexpr std::chrono::microseconds kArrivalGap{200};
+
+void BM_NicArrival(benchmark::State& state) {
+  Env& env = GetEnv();
+  if (!env.status.ok()) {
+    state.SkipWithError(env.status.ToString().c_str());
+    return;
+  }
+  auto session = env.cluster->NewSession(kOther);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  auto client = env.queue->NewClient(**session);
+  if (!client.ok()) {
+    state.SkipWithError(client.status().ToString().c_str());
+    return;
+  }
+  structures::QueueClient<Value32>& c = **client;
+  for (;;) {  // start empty
+    absl::StatusOr<std::vector<Value32>> out = c.DequeueBatch(kHome, 16, structures::Path::kRemote);
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      return;
+    }
+    if (out->empty()) break;
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> native_moved{0};
+  std::atomic<int> natives_running{0};
+  std::mutex mu;
+  absl::Status error;
+  auto fail = [&](const absl::Status& s) {
+    std::lock_guard<std::mutex> l(mu);
+    if (error.ok()) error = s;
+  };
+  std::vector<std::thread> natives;
+  for (int t = 0; t < 2; ++t) {
+    natives.emplace_back([&, t] {
+      auto s = env.cluster->NewSession(kHome);
+      auto nc = s.ok() ? env.queue->NewClient(**s) : absl::StatusOr<std::unique_ptr<structures::QueueClient<Value32>>>(
+                                                         s.status());
+      if (!nc.ok()) {
+        fail(nc.status());
+        natives_running.fetch_add(1);
+        return;
+      }
+      const uint64_t base = uint64_t{static_cast<uint64_t>(t) + 8} << 40;
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        absl::StatusOr<bool> in = (*nc)->Enqueue(kHome, MakeValue(base + i), structures::Path::kNative);
+        absl::StatusOr<std::optional<Value32>> out = (*nc)->Dequeue(kHome, structures::Path::kNative);
+        if (!in.ok() || !out.ok()) {
+          fail(!in.ok() ? in.status() : out.status());
+          break;
+        }
+        if (i == 1000) natives_running.fetch_add(1);
+        if ((i & 255) == 255) native_moved.fetch_add(256 * 2);
+      }
+    });
+  }
+  while (natives_running.load() < 2) std::this_thread::yield();
+  std::vector<double> enq_us, deq_us;
+  const int64_t moved0 = native_moved.load();
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t i = 0;
+  for (auto _ : state) {
+    std::this_thread::sleep_for(kArrivalGap);
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<bool> in = c.Enqueue(kHome, MakeValue((uint64_t{1} << 44) + i++), structures::Path::kRemote);
+    const auto t1 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::optional<Value32>> out = c.Dequeue(kHome, structures::Path::kRemote);
+    const auto t2 = std::chrono::steady_clock::now();
+    if (!in.ok() || !out.ok()) {
+      fail(!in.ok() ? in.status() : out.status());
+      state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    enq_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    deq_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t moved = native_moved.load() - moved0;
+  stop.store(true);
+  for (std::thread& t : natives) t.join();
+  auto percentile = [](std::vector<double> v, double q) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  };
+  state.counters["arrival_enq_p50_us"] = percentile(enq_us, 0.5);
+  state.counters["arrival_enq_p99_us"] = percentile(enq_us, 0.99);
+  state.counters["arrival_deq_p50_us"] = percentile(deq_us, 0.5);
+  state.counters["arrival_deq_p99_us"] = percentile(deq_us, 0.99);
+  state.counters["native_ops"] = secs > 0 ? static_cast<double>(moved) / secs : 0.0;
+  if (!error.ok()) state.SkipWithError(error.ToString().c_str());
+  client->reset();
+}
+
 void Register(bool set_min_time) {
   auto finish = [&](benchmark::internal::Benchmark* b, int threads) {
     b->Threads(threads)->UseRealTime();
@@ -462,10 +602,11 @@ void Register(bool set_min_time) {
   };
   // Our queue (in `mode`), boost's, tbb's and the deque side by side, natively,
   // with `threads` threads.
-  auto native_three = [&](const std::string& shape, Mode mode, bool one_producer_one_consumer, int threads) {
-    finish(benchmark::RegisterBenchmark(
-               ("native/queue/" + shape).c_str(),
-               [mode](benchmark::State& s) { BM_Queue(s, mode, structures::Path::kNative, 1); }),
+  auto native_three = [&](const std::string& shape, bool one_producer_one_consumer, int threads) {
+    finish(benchmark::RegisterBenchmark(("native/queue/" + shape).c_str(),
+                                        [one_producer_one_consumer](benchmark::State& s) {
+                                          BM_QueueNative(s, one_producer_one_consumer);
+                                        }),
            threads);
     finish(benchmark::RegisterBenchmark(("native/boost_lockfree/" + shape).c_str(),
                                         [one_producer_one_consumer](benchmark::State& s) {
@@ -483,16 +624,12 @@ void Register(bool set_min_time) {
                                         }),
            threads);
   };
-  native_three("1p1c", Mode::k1p1c, /*one_producer_one_consumer=*/true, 2);
-  native_three("2both", Mode::k2Both, false, 2);
-  finish(benchmark::RegisterBenchmark(
-             "native/queue/2both_park",
-             [](benchmark::State& s) { BM_Queue(s, Mode::k2Both, structures::Path::kNative, 1, /*park=*/true); }),
-         2);
+  native_three("1p1c", /*one_producer_one_consumer=*/true, 2);
+  native_three("2both", false, 2);
   // One thread enqueuing then dequeuing: each queue's cost per operation
   // with no other thread, the most a 2-thread run can get when one thread
   // runs alone while the other waits (as behind a mutex).
-  native_three("1thread", Mode::k2Both, false, 1);
+  native_three("1thread", false, 1);
   // The same two 2-thread shapes through the NIC.
   for (auto [name, path] : {std::pair{"loopback", structures::Path::kLoopback},
                             std::pair{"remote", structures::Path::kRemote}}) {
@@ -511,10 +648,10 @@ void Register(bool set_min_time) {
              "mixed/queue/2native_1remote_10pct",
              [](benchmark::State& s) { BM_Queue(s, Mode::kMixed10, structures::Path::kNative, 1); }),
          3);
-  finish(benchmark::RegisterBenchmark(
-             "mixed/queue/2native_1remote_10pct_park",
-             [](benchmark::State& s) { BM_Queue(s, Mode::kMixed10, structures::Path::kNative, 1, /*park=*/true); }),
-         3);
+  // A fixed count: each iteration sleeps kArrivalGap, which manual time leaves out.
+  benchmark::RegisterBenchmark("mixed/queue/2native_1remote_arrival", BM_NicArrival)
+      ->UseManualTime()
+      ->Iterations(400);
   for (size_t batch : {1, 16}) {
     const std::string label = "mixed/queue/2native_1remote_producer_10pct_batch:" + std::to_string(batch);
     finish(benchmark::RegisterBenchmark(
@@ -543,8 +680,9 @@ int main(int argc, char** argv) {
       "queue_bench [--fabric=soft|verbs|auto] [--device=NAME] [--port=N] [--gid-index=N] [--capacity=N] "
       "[Google Benchmark flags]\n"
       "structures::Queue throughput on the native, loopback and remote paths (batches of 1, 4, 16), with\n"
-      "per-op NIC ops, doorbells, round trips and bytes, next to boost::lockfree::queue and a\n"
-      "std::deque+std::mutex of the same capacity. --capacity: slots per queue (default 4096).\n";
+      "per-op NIC ops, doorbells, round trips and bytes, next to boost::lockfree::queue,\n"
+      "tbb::concurrent_bounded_queue and a std::deque+std::mutex of the same capacity.\n"
+      "--capacity: slots per queue (default 4096).\n";
   spec.own_flag = [](absl::string_view arg, std::string* error) {
     if (arg.substr(0, 11) != "--capacity=") return false;
     uint64_t n = 0;
@@ -560,7 +698,6 @@ int main(int argc, char** argv) {
   spec.teardown = [] {  // queues before cluster
     if (g_env == nullptr) return;
     g_env->queue.reset();
-    g_env->parked.reset();
     g_env->cluster.reset();
     delete g_env;
   };

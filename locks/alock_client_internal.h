@@ -95,9 +95,12 @@ class BasicALockClient final : public LockClient {
   // Waits for my successor's link and hands it my budget minus one.
   absl::Status HandOver(rdma::RemotePtr lock, size_t slot);
   absl::Status PetersonNative(rdma::RemotePtr lock, size_t slot);
-  // `line` is a private copy of the lock line read after this thread's CAS
-  // raised the NIC side's flag. `*fast` says whether the fast path was taken.
-  absl::Status PetersonRemote(rdma::RemotePtr lock, ALockWord& line, bool* fast);
+  // The NIC side's Peterson for `lock`. `line` is a private copy of the lock
+  // line read after this thread's CAS raised the NIC side's flag. `*fast`
+  // says whether the fast path was taken; `also` ride behind the wait's line
+  // READs (`*also_read`: the READ that let it in carried them).
+  absl::Status PetersonRemote(rdma::RemotePtr lock, ALockWord& line, absl::Span<const rdma::ChainedRead> also,
+                              bool* fast, bool* also_read);
   // Spins (CPU loads) on my descriptor's budget until it holds a budget.
   absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
   // Spins on my descriptor's next until it names a descriptor.

@@ -90,9 +90,14 @@ absl::Status PetersonAsNative(ALockWord& w, rdma::RemotePtr lock, const ClientOp
 // down or the native side made itself the victim, polling the line with
 // READs under exponential backoff. `on_wait()` runs once if it has to wait,
 // `on_wait_done()` after the wait. DeadlineExceeded after `options.timeout`.
+// The caller's READs `also` ride behind every line READ of the wait (same
+// chain, same QP, so after it): `*also_read` says whether the READ that let
+// it in carried them, and so read them as the holder would.
 template <typename OnWait, typename OnWaitDone>
 absl::Status PetersonAsNic(rdma::Session& s, rdma::RemotePtr lock, ALockWord& line, const ClientOptions& options,
-                           bool* fast, OnWait&& on_wait, OnWaitDone&& on_wait_done) {
+                           absl::Span<const rdma::ChainedRead> also, bool* fast, bool* also_read, OnWait&& on_wait,
+                           OnWaitDone&& on_wait_done) {
+  *also_read = false;
   const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
   // Fast path: my flag (r_tail) is up; the native side's is down.
   *fast = line.l_tail.Load(std::memory_order_relaxed) == 0;
@@ -103,6 +108,7 @@ absl::Status PetersonAsNic(rdma::Session& s, rdma::RemotePtr lock, ALockWord& li
     rdma::Batch b(s, lock.node());
     line_ref.Field(&ALockWord::victim).WriteIn(b, kVictimRemote);
     line_ref.ReadIn(b, &line);
+    for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
     if (absl::Status st = b.Execute(); !st.ok()) return st;
   }
   lock_internal::Spinner spin(options);
@@ -112,7 +118,10 @@ absl::Status PetersonAsNic(rdma::Session& s, rdma::RemotePtr lock, ALockWord& li
   for (;;) {
     const uint64_t l_tail = line.l_tail.Load(std::memory_order_relaxed);
     const uint64_t victim = line.victim.Load(std::memory_order_relaxed);
-    if (l_tail == 0 || victim != kVictimRemote) break;
+    if (l_tail == 0 || victim != kVictimRemote) {
+      *also_read = true;  // the native side released (or yields): nothing of it changes meanwhile
+      break;
+    }
     if (!waited) {
       waited = true;
       on_wait();
@@ -124,8 +133,11 @@ absl::Status PetersonAsNic(rdma::Session& s, rdma::RemotePtr lock, ALockWord& li
       result = spin.Timeout("ALock: remote Peterson wait for the local cohort", lock);
       break;
     }
-    backoff = std::min(backoff * 2, kMaxPollBackoff);
-    if (absl::Status st = line_ref.ReadInto(s, &line); !st.ok()) {
+    backoff = std::min(backoff * 2, std::max(1, options.max_peterson_poll_backoff));
+    rdma::Batch b(s, lock.node());
+    line_ref.ReadIn(b, &line);
+    for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
+    if (absl::Status st = b.Execute(); !st.ok()) {
       result = st;
       break;
     }
@@ -486,8 +498,8 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
       return absl::Status(st.code(), absl::StrCat(st.message(), "; releasing r_tail then failed"));
     }
   }
-  bool fast = false;
-  absl::Status st = PetersonRemote(lock, line, &fast);
+  bool fast = false, also_read = false;
+  absl::Status st = PetersonRemote(lock, line, also, &fast, &also_read);
   if (!st.ok()) {
     // Never entered: take the token back, or the native side, which waits
     // while r_tail is up, would wait for a holder that is alive and gone.
@@ -500,17 +512,20 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     return st;
   }
   // The chained READs ran as the holder only if the line they followed
-  // showed the native cohort empty.
-  if (also_done != nullptr) *also_done = fast;
+  // showed the native cohort empty (the CAS's chain), or showed it released
+  // or yielding (the Peterson wait's last chain).
+  if (also_done != nullptr) *also_done = fast || also_read;
   return st;
 }
 
 template <typename P>
-absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, ALockWord& line, bool* fast) {
+absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, ALockWord& line,
+                                                 absl::Span<const rdma::ChainedRead> also, bool* fast,
+                                                 bool* also_read) {
   ++stats_.peterson_runs[1];
   bool was_fast = false;
   const absl::Status st = alock_internal::PetersonAsNic(
-      *session(), lock, line, options_, &was_fast,
+      *session(), lock, line, options_, also, &was_fast, also_read,
       [&] {
         ++stats_.peterson_waits[1];
         if (observer_ != nullptr) observer_->OnPetersonWait(lock, Cohort::kRemote);

@@ -134,6 +134,12 @@ struct ClientOptions {
   // Busy-spin iterations before a waiter starts yielding its CPU (2-core
   // machines: the holder and the soft NIC need it).
   int spins_before_yield = 64;
+  // ALock: the most spins between two polls (READs of the lock line) of a
+  // NIC locker waiting in Peterson for the native side; the gap doubles from
+  // 1 up to this. Lower it where the native side gives the lock up as soon
+  // as it sees a NIC waiter (the queue's native lease), so that the NIC
+  // locker notices at once.
+  int max_peterson_poll_backoff = 32;
 };
 
 // One thread's handle for acquiring locks of one kind. Not thread-safe.

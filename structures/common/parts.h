@@ -188,8 +188,8 @@ void RepairLocksOf(rdma::Cluster& cluster, rdma::RemotePtr part, locks::LockKind
                    const std::vector<LockLines>& locks, rdma::NodeId dead, absl::string_view what);
 
 // Per-process state of a structure's local parts that every object of one
-// named structure in this process must share (the queue's native gates: one
-// gate per lock, locks/native_gate.h). For named parts, the live state of
+// named structure in this process must share (the queue's native leases:
+// one per ring side, structures/queue/native_lease.h). For named parts, the live state of
 // the same name made earlier in this process, else `make()`'s, kept while
 // any object holds it; for unnamed parts, `make()`'s. `make` returns
 // absl::StatusOr<std::shared_ptr<T>>.

@@ -2,10 +2,13 @@
 #define STRUCTURES_QUEUE_CLIENT_H_
 
 // One thread's handle on a Queue (queue.h has the contract: paths,
-// concurrency, costs, errors). The producer and consumer steps are written
-// once, over a ring accessor: NativeRing (native_path.h: CPU loads and stores
-// in place) or RemoteRing (rdma_path.h: READs, and WRITEs chained before the
-// unlock). Routing and lock handling are the shared StructureClient's.
+// concurrency, costs, errors). Native operations claim positions inside the
+// ring side's native lease (native_claims.h, native_lease.h); NIC operations
+// run the producer and consumer steps below under the side's ALock, over
+// RemoteRing (rdma_path.h: READs, and WRITEs chained before the unlock). The
+// crash repair runs the same steps' repair part natively, over NativeRing
+// (native_path.h), when a lease opens. Routing and lock handling are the
+// shared StructureClient's.
 
 #include <algorithm>
 #include <array>
@@ -25,26 +28,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "locks/native_gate.h"
 #include "rdma/path.h"
 #include "rdma/remote_ptr.h"
 #include "rdma/remote_ref.h"
 #include "rdma/session.h"
 #include "structures/common/client.h"
 #include "structures/queue/layout.h"
+#include "structures/queue/native_claims.h"
+#include "structures/queue/native_lease.h"
 #include "structures/queue/native_path.h"
 #include "structures/queue/policy.h"
 #include "structures/queue/rdma_path.h"
 #include "util/status_macros.h"
 
 namespace structures {
-
-namespace queue_internal {
-// The native gates (locks/native_gate.h) of the rings this process hosts, at
-// GateIndex(node, side); null for the other nodes' rings.
-using NativeGates = std::vector<std::unique_ptr<locks::NativeGate>>;
-inline size_t GateIndex(rdma::NodeId node, bool producer) { return 2 * size_t{node} + (producer ? 0 : 1); }
-}  // namespace queue_internal
 
 namespace queue_internal {
 
@@ -58,28 +55,42 @@ class BasicQueueClient {
   static constexpr size_t kW = L::kValueWords;
 
  public:
-  // `gates`: the Queue's native gates, shared by its native clients; native
-  // operations go through them only (without a gate for a ring they fail with
-  // FailedPrecondition).
-  BasicQueueClient(StructureClient common, uint64_t capacity, std::shared_ptr<const queue_internal::NativeGates> gates)
+  // `leases`: the Queue's native leases, shared by its native clients;
+  // native operations go through them only (without a lease for a ring they
+  // fail with FailedPrecondition).
+  // `timeout` bounds a native wait for another operation in flight.
+  BasicQueueClient(StructureClient common, uint64_t capacity, std::shared_ptr<NativeLeases> leases,
+                   std::chrono::nanoseconds timeout)
       : c_(std::move(common)),
         l_{capacity},
-        gates_(std::move(gates)),
+        leases_(std::move(leases)),
+        timeout_(timeout),
+        native_(l_, timeout),
         guess_(2 * static_cast<size_t>(c_.num_nodes()), 0) {}
   BasicQueueClient(const BasicQueueClient&) = delete;
   BasicQueueClient& operator=(const BasicQueueClient&) = delete;
+  ~BasicQueueClient() {
+    if (lease_id_ >= 0) leases_->Leave(lease_id_);
+  }
 
   // Appends `value` to `home`'s queue. True if enqueued; false if the queue
   // was full (nothing changed).
   absl::StatusOr<bool> Enqueue(rdma::NodeId home, const V& value, Path path = Path::kAuto) {
-    ASSIGN_OR_RETURN(size_t n, EnqueueBatch(home, absl::MakeConstSpan(&value, 1), path));
-    return n == 1;
+    if (Quick(home, path)) {
+      const auto got = native_.QuickProduce(*quick_leases_[0], lease_id_, quick_part_, value);
+      if (ABSL_PREDICT_TRUE(got != NativeClaims<V>::Quick::kGeneral)) return got == NativeClaims<V>::Quick::kDone;
+    }
+    return EnqueueOne(home, value, path);
   }
   // Removes the oldest value of `home`'s queue; nullopt if it was empty.
   absl::StatusOr<std::optional<V>> Dequeue(rdma::NodeId home, Path path = Path::kAuto) {
-    std::optional<V> out;
-    RETURN_IF_ERROR(DequeueInto(home, 1, path, [&](const V& v) { out = v; }));
-    return out;
+    // One object returned on every path (no copy of the value on the way).
+    absl::StatusOr<std::optional<V>> result(std::nullopt);  // empty unless a value comes
+    if (!Quick(home, path) || ABSL_PREDICT_FALSE(native_.QuickConsume(*quick_leases_[1], lease_id_, quick_part_,
+                                                                      &*result) == NativeClaims<V>::Quick::kGeneral)) {
+      result = DequeueOne(home, path);
+    }
+    return result;
   }
   // Appends a prefix of `values`, as many as fit, under one acquisition of
   // the tail lock, in order. Returns how many (0 when full). InvalidArgument
@@ -88,6 +99,7 @@ class BasicQueueClient {
     RETURN_IF_ERROR(CheckBatch(values.size()));
     Route r;
     RETURN_IF_ERROR(c_.RouteTo(home, path, &r));
+    if (r.native()) return NativeProduce(r, values);
     size_t done = 0;
     RETURN_IF_ERROR(Locked(r, /*producer=*/true, values.size(), [&](auto& ring) -> absl::Status {
       ASSIGN_OR_RETURN(done, ProduceUnderLock(ring, values));
@@ -103,23 +115,23 @@ class BasicQueueClient {
     RETURN_IF_ERROR(DequeueInto(home, max, path, [&](const V& v) { out.push_back(v); }));
     return out;
   }
-  // Values in `home`'s queue: tail - head, each loaded once without a lock,
-  // so under concurrent producers and consumers it is only approximate
-  // (between 0 and the capacity, off by the operations that overlap it).
+  // Values in `home`'s queue: the tail side's frontier minus the head
+  // side's (each the larger of its counter and its native claim), loaded
+  // without a lock, so under concurrent producers and consumers it is only
+  // approximate (between 0 and the capacity, off by the operations that
+  // overlap it).
   absl::StatusOr<size_t> Size(rdma::NodeId home, Path path = Path::kAuto) {
     Route r;
     RETURN_IF_ERROR(c_.RouteTo(home, path, &r));
     uint64_t head = 0, tail = 0;
     if (r.native()) {
-      const queue_internal::Header& h = Local(r);
-      head = h.head.Load();
-      tail = h.tail.Load();
+      queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, true);
+      head = ring.Frontier(/*producer=*/false);
+      tail = ring.Frontier(/*producer=*/true);
     } else {
-      const auto hdr = rdma::RemoteRef<queue_internal::Header>::At(r.base);
-      rdma::Batch b(*c_.session(), home);
-      hdr.Field(&queue_internal::Header::head).ReadIn(b, &head);
-      hdr.Field(&queue_internal::Header::tail).ReadIn(b, &tail);
-      RETURN_IF_ERROR(b.Execute());
+      queue_internal::RemoteRing<V> ring(*c_.session(), r.base, l_, true);
+      RETURN_IF_ERROR(ring.LoadFrontier(/*producer=*/false, &head));
+      RETURN_IF_ERROR(ring.LoadFrontier(/*producer=*/true, &tail));
     }
     return static_cast<size_t>(std::min<uint64_t>(tail >= head ? tail - head : 0, l_.capacity));
   }
@@ -128,6 +140,18 @@ class BasicQueueClient {
   rdma::NodeId node() const { return c_.node().id(); }
 
  private:
+  // Enqueue and Dequeue past the quick path (kept out of line, so the quick
+  // path stays a small function).
+  ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<bool> EnqueueOne(rdma::NodeId home, const V& value, Path path) {
+    ASSIGN_OR_RETURN(size_t n, EnqueueBatch(home, absl::MakeConstSpan(&value, 1), path));
+    return n == 1;
+  }
+  ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<std::optional<V>> DequeueOne(rdma::NodeId home, Path path) {
+    std::optional<V> out;
+    RETURN_IF_ERROR(DequeueInto(home, 1, path, [&](const V& v) { out = v; }));
+    return out;
+  }
+
   absl::Status CheckBatch(size_t n) const {
     if (ABSL_PREDICT_FALSE(n == 0 || n > l_.capacity)) return BadBatch(n);
     return absl::OkStatus();
@@ -146,34 +170,80 @@ class BasicQueueClient {
     RETURN_IF_ERROR(CheckBatch(max));
     Route r;
     RETURN_IF_ERROR(c_.RouteTo(home, path, &r));
+    if (r.native()) return NativeConsume(r, max, sink);
     return Locked(r, /*producer=*/false, max, [&](auto& ring) { return ConsumeUnderLock(ring, max, sink); });
   }
 
-  // Takes the tail (producer) or head lock of `r`'s ring, runs `step(ring)`
-  // with the accessor for the path, and releases. On the NIC path the
-  // acquire's chain also reads the counter and the seq (and, for consumers,
+  // ------------------------------------------------------- native path
+
+  // A single-value operation on this node's own ring, natively, after a
+  // native operation there set this client up (LeaseFor): the quick path
+  // (NativeClaims::QuickProduce, QuickConsume) may serve it.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Quick(rdma::NodeId home, Path path) const {
+    return int{home} == quick_home_ && (path == Path::kAuto || path == Path::kNative) && !c_.node().is_shut_down();
+  }
+
+  // This process's lease of `r`'s ring side, with this client joined to the
+  // leases (a slot for Enter/Exit).
+  absl::StatusOr<NativeLease*> LeaseFor(const Route& r, bool producer) {
+    NativeLease* lease = leases_ != nullptr ? leases_->at(r.home, producer) : nullptr;
+    if (ABSL_PREDICT_FALSE(lease == nullptr)) {
+      return absl::FailedPreconditionError(absl::StrCat("Queue: no native lease for node ", r.home,
+                                                        "'s ring in this client (made without its Queue?)"));
+    }
+    if (ABSL_PREDICT_FALSE(lease_id_ < 0)) {
+      ASSIGN_OR_RETURN(lease_id_, leases_->Join());
+      quick_home_ = r.home;
+      quick_part_ = reinterpret_cast<char*>(&Local(r));
+      quick_leases_[0] = leases_->at(r.home, true);
+      quick_leases_[1] = leases_->at(r.home, false);
+    }
+    return lease;
+  }
+
+  // What the lease opener runs under the side's ALock before it opens: the
+  // crash repair of a dead NIC holder (SkipPositionsOfTheDead), which may
+  // move `*counter`.
+  absl::Status RepairBeforeOpen(char* part, bool producer, uint64_t* counter) {
+    queue_internal::NativeRing<V> ring(part, l_, producer);
+    RETURN_IF_ERROR(ring.LoadCounter(counter));
+    if (ring.repair() == 0) return absl::OkStatus();
+    uint64_t seq = 0;
+    if (producer) {
+      return SkipPositionsOfTheDead(ring, counter, 1, &seq, [&](uint64_t s, uint64_t p) {
+        return queue_internal::LeftByDeadProducer(l_, s, p);
+      });
+    }
+    return SkipPositionsOfTheDead(ring, counter, 1, &seq, [&](uint64_t s, uint64_t p) {
+      return queue_internal::LeftByDeadConsumer(l_, s, p);
+    });
+  }
+
+  absl::StatusOr<size_t> NativeProduce(const Route& r, absl::Span<const V> values) {
+    current_home_ = r.home;
+    ASSIGN_OR_RETURN(NativeLease * lease, LeaseFor(r, /*producer=*/true));
+    char* const part = reinterpret_cast<char*>(&Local(r));
+    return native_.Produce(*lease, lease_id_, part, values,
+                           [&](uint64_t* counter) { return RepairBeforeOpen(part, true, counter); });
+  }
+  template <typename Sink>
+  absl::Status NativeConsume(const Route& r, size_t max, Sink& sink) {
+    current_home_ = r.home;
+    ASSIGN_OR_RETURN(NativeLease * lease, LeaseFor(r, /*producer=*/false));
+    char* const part = reinterpret_cast<char*>(&Local(r));
+    return native_
+        .Consume(*lease, lease_id_, part, max,
+                 [&](uint64_t* counter) { return RepairBeforeOpen(part, false, counter); }, sink)
+        .status();
+  }
+
+  // Takes the tail (producer) or head lock of `r`'s ring over the NIC path,
+  // runs `step(ring)`, and releases. The acquire's chain also reads the counter and the seq (and, for consumers,
   // payload) words at the position this client saw last: when that guess is
   // right, the step needs no READ of its own.
   template <typename Step>
   absl::Status Locked(const Route& r, bool producer, size_t k, Step&& step) {
     current_home_ = r.home;
-    if (r.native()) {
-      queue_internal::NativeRing<V> ring(reinterpret_cast<char*>(&Local(r)), l_, producer);
-      if constexpr (!Checks::kNativeUsesItsDomain) {  // a test-only mutant
-        if (producer) return Checks::LockTailWithCpuCas(Local(r).tail_lock, [&] { return step(ring); });
-      }
-      // Natively, always through the process's gate for this ring and side:
-      // unfair among native threads, and the ALock stays with the native
-      // side while they keep coming. The gate word is the lock's l_tail, so
-      // no native thread may take the lock any other way
-      // (locks/native_gate.h).
-      locks::NativeGate* gate = NativeGateFor(r.home, producer);
-      if (gate == nullptr) {
-        return absl::FailedPreconditionError(absl::StrCat("Queue: no native gate for node ", r.home,
-                                                          "'s ring in this client (made without its Queue?)"));
-      }
-      return gate->Run([&] { return step(ring); });
-    }
     const auto hdr = rdma::RemoteRef<queue_internal::Header>::At(r.base);
     const rdma::RemotePtr lock =
         (producer ? hdr.Field(&queue_internal::Header::tail_lock) : hdr.Field(&queue_internal::Header::head_lock))
@@ -182,7 +252,7 @@ class BasicQueueClient {
     const uint64_t& guess = Guess(producer);
     const size_t n = static_cast<size_t>(std::min<uint64_t>(k, l_.capacity - l_.Slot(guess)));
     prime_seqs_.resize(n);
-    rdma::ChainedRead also[3];
+    rdma::ChainedRead also[4];
     size_t num_also = 0;
     also[num_also++] = {(producer ? hdr.Field(&queue_internal::Header::tail) : hdr.Field(&queue_internal::Header::head))
                             .ptr(),
@@ -192,11 +262,12 @@ class BasicQueueClient {
       prime_payloads_.resize(kW * n);
       also[num_also++] = {r.base + l_.payload_offset(l_.Slot(guess)), prime_payloads_.data(), 8 * kW * n};
     }
+    also[num_also++] = {r.base + queue_internal::OtherClaimOffset(producer), &prime_other_, sizeof prime_other_};
     const uint64_t guessed = guess;
     return c_.WithLockAndRead(r, lock, absl::MakeConstSpan(also, num_also), [&](bool also_done) {
       if (also_done) {
         const bool hit = prime_counter_[0] == guessed;
-        ring.Prime(prime_counter_[0], prime_counter_[1], guessed, hit ? n : 0, prime_seqs_.data(),
+        ring.Prime(prime_counter_[0], prime_counter_[1], prime_other_, guessed, hit ? n : 0, prime_seqs_.data(),
                    producer ? nullptr : prime_payloads_.data());
       }
       return step(ring);
@@ -222,6 +293,32 @@ class BasicQueueClient {
       *state = classify(*seq);
     }
     return absl::OkStatus();
+  }
+
+  // Under a side's lock, position `position` is not ready (its slot not yet
+  // freed for a producer, not yet published for a consumer). If the other
+  // side's native threads have claimed `unblocker` (the position whose
+  // completion makes it ready) they are at work on it: waits until the seq
+  // changes, reloads the k seqs from `position` and returns true. False:
+  // the ring is full (or empty). DeadlineExceeded after the lock timeout.
+  template <typename Ring>
+  absl::StatusOr<bool> AwaitOtherSide(Ring& ring, uint64_t position, uint64_t unblocker, size_t k, uint64_t* seqs) {
+    uint64_t other = 0;
+    RETURN_IF_ERROR(ring.LoadOtherClaim(&other));
+    if ((other & ~queue_internal::kClaimOpen) <= unblocker) return false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const uint64_t was = seqs[0];
+    ring.Unprime();
+    for (int tries = 0;; ++tries) {
+      RETURN_IF_ERROR(ring.LoadSeqs(position, k, seqs));
+      if (seqs[0] != was) return true;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("Queue on node ", current_home_, ": position ", position,
+                                                        ", claimed by a native thread, did not complete within ",
+                                                        absl::FormatDuration(absl::FromChrono(timeout_))));
+      }
+      if (tries > 2) std::this_thread::yield();
+    }
   }
 
   // Under a side's lock, when the home flagged it (ring.repair(): a holder
@@ -268,13 +365,20 @@ class BasicQueueClient {
       return queue_internal::LeftByDeadProducer(l_, s, p);
     }));
     size_t n = 0;
-    for (; n < k; ++n) {
-      SlotState st = queue_internal::ForProducer(l_, seqs[n], t + n);
-      if (st == SlotState::kTorn) {
-        RETURN_IF_ERROR(Settle(ring, t + n, &seqs[n], nullptr,
-                               [&](uint64_t s) { return queue_internal::ForProducer(l_, s, t + n); }, &st));
+    for (;;) {
+      for (; n < k; ++n) {
+        SlotState st = queue_internal::ForProducer(l_, seqs[n], t + n);
+        if (st == SlotState::kTorn) {
+          RETURN_IF_ERROR(Settle(ring, t + n, &seqs[n], nullptr,
+                                 [&](uint64_t s) { return queue_internal::ForProducer(l_, s, t + n); }, &st));
+        }
+        if (st == SlotState::kFull) break;
       }
-      if (st == SlotState::kFull) break;
+      // Full, unless native consumers claimed position t - capacity and are
+      // still freeing it.
+      if (n > 0 || t < l_.capacity) break;
+      ASSIGN_OR_RETURN(const bool again, AwaitOtherSide(ring, t, t - l_.capacity, k, seqs));
+      if (!again) break;
     }
     Guess(/*producer=*/true) = t + n;
     if (n == 0) return size_t{0};
@@ -317,13 +421,21 @@ class BasicQueueClient {
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));  // after the seqs, as above
     }
     size_t n = 0;
-    for (; n < max; ++n) {
-      SlotState st = queue_internal::ForConsumer(l_, seqs[n], h + n);
-      if (st == SlotState::kTorn) {
-        RETURN_IF_ERROR(Settle(ring, h + n, &seqs[n], &words[kW * n],
-                               [&](uint64_t s) { return queue_internal::ForConsumer(l_, s, h + n); }, &st));
+    for (;;) {
+      for (; n < max; ++n) {
+        SlotState st = queue_internal::ForConsumer(l_, seqs[n], h + n);
+        if (st == SlotState::kTorn) {
+          RETURN_IF_ERROR(Settle(ring, h + n, &seqs[n], &words[kW * n],
+                                 [&](uint64_t s) { return queue_internal::ForConsumer(l_, s, h + n); }, &st));
+        }
+        if (st == SlotState::kFree && (Checks::kCheckEmpty || n > 0)) break;  // empty from here
       }
-      if (st == SlotState::kFree && (Checks::kCheckEmpty || n > 0)) break;  // empty from here
+      // Empty, unless native producers claimed position h and are still
+      // publishing it.
+      if (n > 0 || !Checks::kCheckEmpty) break;
+      ASSIGN_OR_RETURN(const bool again, AwaitOtherSide(ring, h, h, max, seqs));
+      if (!again) break;
+      RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));  // after the seqs, as above
     }
     Guess(/*producer=*/false) = h + n;
     if (n == 0) return absl::OkStatus();
@@ -351,21 +463,24 @@ class BasicQueueClient {
     return words_.data();
   }
 
-  locks::NativeGate* NativeGateFor(rdma::NodeId home, bool producer) const {
-    const size_t i = queue_internal::GateIndex(home, producer);
-    return gates_ != nullptr && i < gates_->size() ? (*gates_)[i].get() : nullptr;
-  }
-
   // This client's guess of the next tail (producer) or head position of the
   // ring it is working on (used by the NIC path's chained READs).
   uint64_t& Guess(bool producer) { return guess_[2 * current_home_ + (producer ? 0 : 1)]; }
 
   StructureClient c_;
   const L l_;
-  std::shared_ptr<const queue_internal::NativeGates> gates_;
+  std::shared_ptr<NativeLeases> leases_;
+  std::chrono::nanoseconds timeout_;  // the lock timeout: bounds waits for native claims
+  queue_internal::NativeClaims<V> native_;
+  int lease_id_ = -1;  // this client's slot in leases_ (Join on first native use)
+  // The quick path's ring (Quick): this node's, once lease_id_ is set.
+  int quick_home_ = -1;  // a NodeId, or -1
+  char* quick_part_ = nullptr;
+  NativeLease* quick_leases_[2] = {nullptr, nullptr};  // producers', consumers'
   std::vector<uint64_t> guess_;  // per node: [tail guess, head guess]
   rdma::NodeId current_home_ = 0;
   uint64_t prime_counter_[2] = {0, 0};  // a side's counter and repair flag
+  uint64_t prime_other_ = 0;             // the other side's claim word
   std::vector<uint64_t> prime_seqs_, prime_payloads_;
   // Scratch for a step's seq and payload words (SeqScratch, WordScratch).
   std::array<uint64_t, kInlineValues> seqs_inline_{};

@@ -6,24 +6,26 @@
 //
 // One node's part is one bounded ring:
 //
-//   offset 0          Header   tail_lock (ALock: producers), tail,
-//                              head_lock (ALock: consumers), head
+//   offset 0          Header   per side (producers: tail, consumers: head):
+//                              ALock, counter, repair flag, claim word
 //   kSeqOffset        seq[capacity]      one PlainWord per slot
 //   payload_offset    payload[capacity]  kValueWords words per slot
 //
 // Word domains (docs/design.md §3), fixed by type: the lock lines' as in
-// locks/alock.h; tail, head, seq and payload words are PlainWords, stored
-// only by the holder of the side's lock and loaded by anyone.
+// locks/alock.h; the claim words are CpuWords (native threads' CAS, NIC
+// READs); counters, repair flags, seq and payload words are PlainWords,
+// stored by whoever owns the position or the side and loaded by anyone.
 //
 // Positions are absolute counters: position p = r * capacity + i is slot i
 // in round r. Slot i's seq word is r * capacity while free for p, and
 // r * capacity + 1 while it holds p's value; a consumer frees it for
-// p + capacity. The all-zero part is an empty queue.
+// p + capacity. The all-zero part is an empty queue, both sides closed.
 //
-// Invariants (docs/design.md §9.4.1): one writer of `tail`, one of `head`;
-// a payload is complete before its seq publish is visible; enqueue takes
-// effect at its publish, dequeue at its free; a seq value other than the one
-// or two a reader expects is a half-written word and is read again.
+// Invariants (docs/design.md §9.4.1): a side's counter is stored only by
+// its NIC holder or by the closer of its native lease, its claim word only
+// by CAS of native threads and by the lease's opener; a payload is complete
+// before its seq publish is visible; a seq value other than the one or two
+// a reader expects is a half-written word and is read again.
 
 #include <cstddef>
 #include <cstdint>
@@ -56,18 +58,45 @@ struct alignas(64) Header {
   // Nonzero: a holder of tail_lock died and the home released it; the next
   // holder looks for what it completed (LeftByDeadProducer) and clears it.
   rdma::PlainWord tail_repair;
-  uint64_t pad_t_[6];
+  // The native producers' claim word while their lease is open (native_lease.h):
+  // kClaimOpen | next position. NIC code only READs it.
+  rdma::CpuWord tail_claim;
+  uint64_t pad_t_[5];
   locks::ALockWord head_lock;  // consumers
   rdma::PlainWord head;        // next position to dequeue
   rdma::PlainWord head_repair;  // as tail_repair, for head_lock
-  uint64_t pad_h_[6];
+  rdma::CpuWord head_claim;     // as tail_claim, for the native consumers
+  uint64_t pad_h_[5];
 };
 static_assert(std::is_standard_layout_v<Header> && sizeof(Header) == 256);
 static_assert(offsetof(Header, tail_lock) == 0 && offsetof(Header, tail) == 64 &&
-              offsetof(Header, tail_repair) == 72 && offsetof(Header, head_lock) == 128 &&
-              offsetof(Header, head) == 192 && offsetof(Header, head_repair) == 200);
+              offsetof(Header, tail_repair) == 72 && offsetof(Header, tail_claim) == 80 &&
+              offsetof(Header, head_lock) == 128 && offsetof(Header, head) == 192 &&
+              offsetof(Header, head_repair) == 200 && offsetof(Header, head_claim) == 208);
 
 inline constexpr uint64_t kSeqOffset = sizeof(Header);
+
+// A claim word (Header::tail_claim, head_claim) with this bit is open: native
+// threads claim positions from its low bits (structures/queue/native_lease.h).
+inline constexpr uint64_t kClaimOpen = uint64_t{1} << 63;
+// How far a side has got: the larger of its counter (the NIC holders') and
+// its claim word's position (the native threads'), from the three words
+// counter, repair flag, claim word as they lie in the header.
+inline uint64_t Frontier(uint64_t counter, uint64_t claim) {
+  const uint64_t claimed = claim & ~kClaimOpen;
+  return claimed > counter ? claimed : counter;
+}
+// A side's counter, from the ring's base (its repair flag and claim word follow it).
+inline constexpr uint64_t CounterOffset(bool producer) {
+  return producer ? offsetof(Header, tail) : offsetof(Header, head);
+}
+
+// The claim word of the side opposite to `producer`'s, from the ring's base:
+// what a producer finding its slot not yet freed, or a consumer finding its
+// slot not yet published, looks at (native_claims.h).
+inline constexpr uint64_t OtherClaimOffset(bool producer) {
+  return producer ? offsetof(Header, head_claim) : offsetof(Header, tail_claim);
+}
 
 // The producers' (tail) or consumers' (head) lock, from the ring's base.
 inline constexpr uint64_t LockOffset(bool producer) {
@@ -88,7 +117,11 @@ struct RingLayout {
   uint64_t payload_offset(uint64_t slot) const { return payload_base() + kValueBytes * slot; }
   uint64_t part_bytes() const { return payload_base() + RoundUp64(kValueBytes * capacity); }
 
-  uint64_t Slot(uint64_t position) const { return position % capacity; }
+  // A power-of-two capacity takes a mask instead of a division (tens of
+  // cycles, several per operation).
+  uint64_t Slot(uint64_t position) const {
+    return (capacity & (capacity - 1)) == 0 ? position & (capacity - 1) : position % capacity;
+  }
   // seq word values for `position`.
   uint64_t FreeFor(uint64_t position) const { return position - Slot(position); }
   uint64_t HoldsValueOf(uint64_t position) const { return FreeFor(position) + 1; }

@@ -3,11 +3,11 @@
 
 // The queue's native word accessor: the home node's ring in place, read and
 // written with CPU loads and stores (every one an 8-byte atomic access through
-// rdma::PlainWord, since the NIC may copy the same words at any time). The
-// same interface as RemoteRing (rdma_path.h), so the algorithm in client.h is
-// written once. Store order is the caller's: a producer stores payload words,
-// then seq words (release), then the counter; each store is visible to a CPU
-// reader that acquire-loads a later one.
+// rdma::PlainWord, since the NIC may copy the same words at any time), with
+// the same interface as RemoteRing (rdma_path.h). The lease opener runs the
+// crash repair over it (client.h, SkipPositionsOfTheDead), and Size reads how
+// far each side got. Store order is the caller's; each store is visible to a
+// CPU reader that acquire-loads a later one.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,28 +39,14 @@ class NativeRing {
     for (size_t j = 0; j < n; ++j) out[j] = Seq(first + j).Load(std::memory_order_acquire);
     return absl::OkStatus();
   }
-  // Payload words (RingLayout<V>::kValueWords per position).
-  absl::Status LoadPayloads(uint64_t first, size_t n, uint64_t* out) {
-    for (size_t j = 0; j < n; ++j) {
-      const rdma::PlainWord* w = Payload(first + j);
-      for (size_t x = 0; x < RingLayout<V>::kValueWords; ++x) {
-        out[j * RingLayout<V>::kValueWords + x] = w[x].Load(std::memory_order_acquire);
-      }
-    }
-    return absl::OkStatus();
-  }
-  void StorePayloads(uint64_t first, size_t n, const uint64_t* words) {
-    for (size_t j = 0; j < n; ++j) {
-      rdma::PlainWord* w = Payload(first + j);
-      for (size_t x = 0; x < RingLayout<V>::kValueWords; ++x) {
-        w[x].Store(words[j * RingLayout<V>::kValueWords + x], std::memory_order_release);
-      }
-    }
-  }
-  void StoreSeqs(uint64_t first, size_t n, const uint64_t* values) {
-    for (size_t j = 0; j < n; ++j) Seq(first + j).Store(values[j], std::memory_order_release);
-  }
   void StoreCounter(uint64_t v) { Counter().Store(v, std::memory_order_release); }
+  // How far side `producer` has got (Frontier): its claim word first, then
+  // its counter.
+  uint64_t Frontier(bool producer) const {
+    const uint64_t claim = (producer ? header().tail_claim : header().head_claim).Load(std::memory_order_acquire);
+    const uint64_t counter = (producer ? header().tail : header().head).Load(std::memory_order_acquire);
+    return queue_internal::Frontier(counter, claim);
+  }
   absl::Status Flush() { return absl::OkStatus(); }
   // Nothing is ever primed natively (the interface's RemoteRing::Unprime).
   void Unprime() {}
@@ -71,9 +57,6 @@ class NativeRing {
   rdma::PlainWord& Repair() const { return producer_ ? header().tail_repair : header().head_repair; }
   rdma::PlainWord& Seq(uint64_t position) const {
     return *reinterpret_cast<rdma::PlainWord*>(part_ + l_.seq_offset(l_.Slot(position)));
-  }
-  rdma::PlainWord* Payload(uint64_t position) const {
-    return reinterpret_cast<rdma::PlainWord*>(part_ + l_.payload_offset(l_.Slot(position)));
   }
 
   char* part_;

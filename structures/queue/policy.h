@@ -12,12 +12,6 @@ namespace structures::queue_internal {
 struct ShippedChecks {
   // Consumers check a slot's seq word before they read its payload.
   static constexpr bool kSeqBeforePayload = true;
-  // Native producers take the tail lock through ALock's native cohort. A
-  // mutant that turns this off provides
-  //   template <class Step> static absl::Status LockTailWithCpuCas(
-  //       locks::ALockWord& tail_lock, Step&& step);
-  // which "locks" with a CPU CAS on the lock's NIC-domain word instead.
-  static constexpr bool kNativeUsesItsDomain = true;
   // NIC producers publish (seq, tail) in WRITEs after the payload WRITE.
   static constexpr bool kPublishAfterPayload = true;
   // Consumers treat a slot still free for the head position as empty.

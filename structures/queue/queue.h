@@ -15,27 +15,33 @@
 // Open creates the queue or attaches to it by name, in any process and order
 // (structures/common/catalogue.h); Create makes an unnamed one. Contract. A
 // client is one thread's (with that thread's Session); the queue is
-// move-only, owns the unnamed rings it created and the native gates its native
-// clients share, and is destroyed after its clients and before its nodes.
-// Producers serialize on a ring's tail ALock, consumers on its head ALock;
-// native threads take them through this process's native gate
-// (locks/native_gate.h). Each slot's seq word is published after its
-// payload and freed after it is read. Full and empty are results, not errors.
+// move-only, owns the unnamed rings it created and the native leases its
+// native clients share, and is destroyed after its clients and before its
+// nodes. Each side of a ring (producers, consumers) belongs either to the
+// home's native threads, which claim positions with a CPU CAS while their
+// lease is open (native_lease.h, native_claims.h), or to one NIC thread at a
+// time under the side's ALock; a NIC thread that arrives gets the side
+// after the native claims in flight complete. Each slot's seq word is
+// published after its payload and freed after it is read. Full and empty
+// are results, not errors. At most 256 clients of one queue per process.
 //
 // Costs, uncontended (asserted by tests/structures/queue_test.cc):
 //   native Enqueue/Dequeue and batches   0 NIC ops
-//   remote Enqueue, Dequeue              2 round trips, 8 NIC ops, 3 doorbells
-//   remote empty Dequeue                 2 round trips, 6 NIC ops
-//   remote batch of 16                   3 round trips, 8 NIC ops
+//   remote Enqueue, Dequeue              2 round trips, 9 NIC ops, 3 doorbells
+//   remote empty Dequeue                 2 round trips, 7 NIC ops
+//   remote batch of 16                   3 round trips, 9 NIC ops
+// A NIC operation on a side the native threads have been using waits first
+// for the hand-over (bench/README.md, "NIC arrival").
 //
 // Errors: InvalidArgument (bad options, node, batch size or path),
 // FailedPrecondition (own node shut down, no Session for a NIC path, no
-// native gate for the ring), Unavailable (the home is known to be down),
-// DeadlineExceeded (a lock or completion wait ran out), DataLoss (a seq word
-// stayed neither free nor full: a writer broke the protocol). An error a NIC
-// operation reports after it took its lock may come after its WRITEs landed:
-// the operation may then have taken effect. Protocol and argument:
-// docs/design.md §9.4.
+// native lease for the ring), Unavailable (the home is known to be down),
+// DeadlineExceeded (a lock, hand-over or completion wait ran out),
+// ResourceExhausted (a 257th client of the queue in this process), DataLoss
+// (a seq word stayed neither free nor full: a writer broke the protocol). An
+// error a NIC operation reports after it took its lock may come after its
+// WRITEs landed: the operation may then have taken effect. Protocol and
+// argument: docs/design.md §9.4.
 
 #include <chrono>
 #include <cstddef>
@@ -49,7 +55,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "locks/lock.h"
-#include "locks/native_gate.h"
 #include "rdma/cluster.h"
 #include "rdma/node.h"
 #include "rdma/path.h"
@@ -70,14 +75,6 @@ struct QueueOptions {
   // its successor to link in) before the operation fails with
   // DeadlineExceeded: what bounds the wait for a holder that died.
   std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
-  // How native threads wait for a ring side held by another native thread
-  // of this process (locks::NativeGateOptions::park): 0 (the default) spin,
-  // then yield; > 0 spin, then sleep about this long plus the timer slack.
-  // Parking suits native-only workloads where several threads take the same
-  // side back to back (2 threads that both enqueue and dequeue: 30-130%
-  // more values); next to NIC threads it costs the native threads 20-50%
-  // (bench/README.md).
-  std::chrono::microseconds native_park{0};
 };
 
 namespace queue_internal {
@@ -107,8 +104,8 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   // FailedPrecondition when `name` exists as another structure, value size
   // or options (naming both), ResourceExhausted when the catalogue or the
   // cluster's named_bytes is full. Every Open of one name in this process
-  // shares the first's native gates (and so its lock_timeout and
-  // native_park for native threads): one gate per lock.
+  // shares the first's native leases (and so its lock_timeout for native
+  // threads): one lease per ring side.
   static absl::StatusOr<BasicQueue> Open(rdma::Cluster& cluster, absl::string_view name,
                                          const QueueOptions& options = {}) {
     return Build(PartSource::Named(cluster, name, StructureKind::kQueue, sizeof(V)), options);
@@ -136,13 +133,6 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   absl::StatusOr<std::unique_ptr<Client>> NewClient(rdma::Node& node) const { return NewClientOn(node, nullptr); }
 
   uint64_t capacity() const { return capacity_; }
-  // Times this process's native threads parked at its rings' gates
-  // (QueueOptions::native_park; always 0 without it). Any time, any thread.
-  uint64_t native_parks() const {
-    uint64_t n = 0;
-    for (const auto& g : *gates_) n += g != nullptr ? g->parks() : 0;
-    return n;
-  }
   int num_nodes() const { return parts_.num_nodes(); }
   // Bytes of one node's ring in its arena.
   uint64_t part_bytes() const { return L{capacity_}.part_bytes(); }
@@ -154,7 +144,10 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
   absl::StatusOr<std::unique_ptr<Client>> NewClientOn(rdma::Node& node, rdma::Session* session) const {
     locks::ClientOptions lock_options = StructureClient::OneLock();
     lock_options.timeout = lock_timeout_;
-    return MakeClient<Client>(parts_, node, session, lock_options, capacity_, gates_);
+    // The native side closes its lease as soon as it sees a NIC waiter
+    // (native_lease.h): poll for the hand-over without backing off.
+    lock_options.max_peterson_poll_backoff = 1;
+    return MakeClient<Client>(parts_, node, session, lock_options, capacity_, leases_, lock_timeout_);
   }
 
   static absl::StatusOr<BasicQueue> Build(const PartSource& source, const QueueOptions& options) {
@@ -165,9 +158,6 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
     }
     if (options.lock_timeout <= std::chrono::nanoseconds::zero()) {
       return absl::InvalidArgumentError("Queue: lock_timeout must be positive");
-    }
-    if (options.native_park < std::chrono::microseconds::zero()) {
-      return absl::InvalidArgumentError("Queue: native_park must not be negative");
     }
     if (absl::Status s = CheckALockParts("Queue", source.local_nodes(), options.budgets); !s.ok()) return s;
     const L layout{options.capacity};
@@ -199,43 +189,35 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
                                            return absl::OkStatus();
                                          }}});
     if (!parts.ok()) return parts.status();
-    // One native gate per local ring and side: what this process's native
-    // clients share (locks/native_gate.h), and so every Queue object of one
-    // named queue in this process.
-    absl::StatusOr<std::shared_ptr<queue_internal::NativeGates>> gates = ShareInProcess<queue_internal::NativeGates>(
-        *parts, [&]() -> absl::StatusOr<std::shared_ptr<queue_internal::NativeGates>> {
-          auto made = std::make_shared<queue_internal::NativeGates>(2 * static_cast<size_t>(source.num_nodes()));
-          locks::ClientOptions lock_options;
-          lock_options.timeout = options.lock_timeout;
-          for (rdma::Node* node : source.local_nodes()) {
-            const rdma::RemotePtr base = parts->local_base(node->id());
-            for (const bool producer : {true, false}) {
-              absl::StatusOr<std::unique_ptr<locks::NativeGate>> gate =
-                  locks::NativeGate::Create(*node, base + queue_internal::LockOffset(producer), lock_options,
-                                            {.park = options.native_park});
-              if (!gate.ok()) return gate.status();
-              (*made)[queue_internal::GateIndex(node->id(), producer)] = std::move(*gate);
-            }
-          }
-          return made;
-        });
-    if (!gates.ok()) return gates.status();
-    return BasicQueue(std::move(*parts), std::move(*gates), options);
+    // One native lease per local ring and side: what this process's native
+    // clients share (native_lease.h), and so every Queue object of one named
+    // queue in this process.
+    absl::StatusOr<std::shared_ptr<queue_internal::NativeLeases>> leases =
+        ShareInProcess<queue_internal::NativeLeases>(
+            *parts, [&]() -> absl::StatusOr<std::shared_ptr<queue_internal::NativeLeases>> {
+              auto made = std::make_shared<queue_internal::NativeLeases>(static_cast<size_t>(source.num_nodes()));
+              for (rdma::Node* node : source.local_nodes()) {
+                made->Add(node->id(), parts->local_base(node->id()), options.lock_timeout);
+              }
+              return made;
+            });
+    if (!leases.ok()) return leases.status();
+    return BasicQueue(std::move(*parts), std::move(*leases), options);
   }
   // What a named queue's processes must agree on (catalogue.h).
   static std::string OptionsText(const QueueOptions& o) {
     return absl::StrCat("capacity=", o.capacity, " budgets=", o.budgets.local, "/", o.budgets.remote);
   }
-  BasicQueue(PartDirectory parts, std::shared_ptr<const queue_internal::NativeGates> gates, const QueueOptions& options)
+  BasicQueue(PartDirectory parts, std::shared_ptr<queue_internal::NativeLeases> leases, const QueueOptions& options)
       : parts_(std::move(parts)),
-        gates_(std::move(gates)),
+        leases_(std::move(leases)),
         capacity_(options.capacity),
         lock_timeout_(options.lock_timeout) {}
 
   PartDirectory parts_;
   // Declared after parts_: destroyed first (they refer to the lock words in
   // the arenas). Shared with the clients.
-  std::shared_ptr<const queue_internal::NativeGates> gates_;
+  std::shared_ptr<queue_internal::NativeLeases> leases_;
   uint64_t capacity_ = 0;
   std::chrono::nanoseconds lock_timeout_;
 };

@@ -46,9 +46,11 @@ class RemoteRing {
   // Values the acquire's chain read as the holder: the counter, and the seq
   // words (and payload words, when `payloads` is not null) of positions
   // [first, first + n).
-  void Prime(uint64_t counter, uint64_t repair, uint64_t first, size_t n, const uint64_t* seqs,
-             const uint64_t* payloads) {
+  void Prime(uint64_t counter, uint64_t repair, uint64_t other_claim, uint64_t first, size_t n,
+             const uint64_t* seqs, const uint64_t* payloads) {
     primed_ = true;
+    other_primed_ = true;
+    other_claim_ = other_claim;
     counter_ = counter;
     repair_ = repair;
     first_ = first;
@@ -71,6 +73,25 @@ class RemoteRing {
     return absl::OkStatus();
   }
   uint64_t repair() const { return repair_; }
+  // The other side's claim word (layout.h: its native threads' next
+  // position), as the acquire's chain read it or in a READ of its own. Any
+  // one read during the operation serves (docs/design.md §9.4.1).
+  absl::Status LoadOtherClaim(uint64_t* v) {
+    if (other_primed_) {
+      *v = other_claim_;
+      return absl::OkStatus();
+    }
+    return s_.Read(part_ + OtherClaimOffset(producer_), v, sizeof *v);
+  }
+  // How far side `producer` has got (Frontier): its counter, repair flag
+  // and claim word in one READ. Approximate: the claim word may change, and
+  // be torn, while the READ copies it (Size only).
+  absl::Status LoadFrontier(bool producer, uint64_t* v) {
+    uint64_t words[3];
+    if (absl::Status st = s_.Read(part_ + CounterOffset(producer), words, sizeof words); !st.ok()) return st;
+    *v = Frontier(words[0], words[2]);
+    return absl::OkStatus();
+  }
   void ClearRepair() { staged_.Stage64(CounterPtr() + 8, 0); }
   absl::Status LoadSeqs(uint64_t first, size_t n, uint64_t* out) {
     if (Primed(first, n, seqs_)) {
@@ -97,7 +118,7 @@ class RemoteRing {
   absl::Status Flush() { return staged_.Flush(s_, part_.node()); }
 
  private:
-  rdma::RemotePtr CounterPtr() const { return part_ + (producer_ ? offsetof(Header, tail) : offsetof(Header, head)); }
+  rdma::RemotePtr CounterPtr() const { return part_ + CounterOffset(producer_); }
   rdma::RemotePtr Ptr(uint64_t position, bool payload) const {
     const uint64_t slot = l_.Slot(position);
     return part_ + (payload ? l_.payload_offset(slot) : l_.seq_offset(slot));
@@ -132,6 +153,8 @@ class RemoteRing {
   bool primed_ = false;
   uint64_t counter_ = 0;
   uint64_t repair_ = 0;
+  bool other_primed_ = false;
+  uint64_t other_claim_ = 0;
   uint64_t first_ = 0;
   size_t n_ = 0;
   const uint64_t* seqs_ = nullptr;

@@ -30,6 +30,7 @@ namespace {
 
 using structures::HashMap;
 using structures::HashMapOptions;
+using structures::Path;
 using structures::Queue;
 using structures::QueueOptions;
 using structures::SkipList;
@@ -297,11 +298,11 @@ TEST_P(NamedTest, ATornEntryIsNeverUsed) {
   EXPECT_EQ(again->PartBase(0), torn->PartBase(0));
 }
 
-// Every Queue object of one name in one process takes the rings' locks
-// through one native gate per lock (locks/native_gate.h): opening the name
-// again while a native thread works on a ring succeeds (a second gate could
-// not be made then), and every value still comes out exactly once.
-TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
+// Every Queue object of one name in one process shares one native lease per
+// ring side (structures/queue/native_lease.h): opening the name again while
+// native and loopback threads work on a ring succeeds, and every value still
+// comes out exactly once.
+TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeLeases) {
   auto c = Make(2);
   ASSERT_NE(c, nullptr);
   QueueOptions o;
@@ -324,6 +325,27 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
       done.fetch_add(1);
     }
   });
+  // A loopback thread next to them: the native side hands each ring side
+  // over to it and takes it back all the time, so a claim made through a
+  // second lease (which the first's hand-over does not wait for) would
+  // meet a NIC write of the same position.
+  std::vector<uint64_t> in_nic, out_nic;
+  std::thread nic([&] {
+    auto q = Queue<uint64_t>::Open(*c, "shared", o);
+    ASSERT_TRUE(q.ok()) << q.status();
+    auto session = c->NewSession(0);
+    ASSERT_TRUE(session.ok()) << session.status();
+    auto client = q->NewClient(**session);
+    ASSERT_TRUE(client.ok()) << client.status();
+    for (uint64_t v = 0; !stop.load(); ++v) {
+      auto in = (*client)->Enqueue(0, uint64_t{2} << 40 | v, Path::kLoopback);
+      ASSERT_TRUE(in.ok()) << in.status();
+      if (*in) in_nic.push_back(uint64_t{2} << 40 | v);
+      auto got = (*client)->Dequeue(0, Path::kLoopback);
+      ASSERT_TRUE(got.ok()) << got.status();
+      if (got->has_value()) out_nic.push_back(**got);
+    }
+  });
   while (done.load() < 1000) std::this_thread::yield();
   std::vector<Queue<uint64_t>> again;
   for (int i = 0; i < 50; ++i) {
@@ -342,7 +364,9 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
   }
   stop.store(true);
   worker.join();
+  nic.join();
   std::multiset<uint64_t> seen(out.begin(), out.end());
+  seen.insert(out_nic.begin(), out_nic.end());
   for (;;) {
     auto got = (*client)->Dequeue(0);
     ASSERT_TRUE(got.ok()) << got.status();
@@ -352,7 +376,36 @@ TEST_P(NamedTest, OneNameOpenedAgainWhileInUseSharesItsNativeGates) {
   // Every value enqueued came out exactly once, and nothing else did.
   for (uint64_t v : mine) EXPECT_EQ(seen.count(v), 1u) << "value " << v;
   for (uint64_t v : in_worker) EXPECT_EQ(seen.count(v), 1u) << "value " << v;
-  EXPECT_EQ(seen.size(), mine.size() + in_worker.size());
+  for (uint64_t v : in_nic) EXPECT_EQ(seen.count(v), 1u) << "value " << v;
+  EXPECT_EQ(seen.size(), mine.size() + in_worker.size() + in_nic.size());
+}
+
+// The native leases of a named queue are the process's, not an Open's:
+// clients made through two Opens of one name share one limit of 256 clients
+// natively, and a client that goes away frees its place.
+TEST_P(NamedTest, ClientsOfEveryOpenOfOneQueueShareItsNativeLeases) {
+  auto c = Make(2);
+  ASSERT_NE(c, nullptr);
+  QueueOptions o;
+  o.capacity = 512;
+  auto q1 = Queue<uint64_t>::Open(*c, "limit", o);
+  auto q2 = Queue<uint64_t>::Open(*c, "limit", o);
+  ASSERT_TRUE(q1.ok() && q2.ok()) << q1.status() << " " << q2.status();
+  std::vector<std::unique_ptr<Queue<uint64_t>::Client>> clients;
+  for (uint64_t i = 0; i < 256; ++i) {
+    auto client = (i % 2 == 0 ? *q1 : *q2).NewClient(c->node(0));
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Enqueue(0, i).value_or(false)) << "client " << i;  // joins the leases
+    clients.push_back(std::move(*client));
+  }
+  auto extra = q2->NewClient(c->node(0));
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  EXPECT_EQ((*extra)->Enqueue(0, 999).status().code(), absl::StatusCode::kResourceExhausted)
+      << "a 257th native client of one queue in one process";
+  clients.pop_back();
+  auto again = q1->NewClient(c->node(0));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->Enqueue(0, 1000).value_or(false)) << "a freed place is reused";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, NamedTest, ::testing::ValuesIn(rdma::testing::BackendsUnderTest()));

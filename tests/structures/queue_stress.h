@@ -78,8 +78,6 @@ struct QueueStressConfig {
   // QueueOptions::lock_timeout (a broken queue can leave a lock unusable;
   // mutant runs shorten the wait for it).
   std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
-  // QueueOptions::native_park (native waiters park instead of yielding).
-  std::chrono::microseconds native_park{0};
   // Soft backend only: node `crash_node` dies after its NIC executes
   // `crash_after_wrs` work requests from the start of its worker's run (a
   // crash point, rdma/soft/fault_injector.h). Give it one worker: that
@@ -122,7 +120,6 @@ QueueStressResult RunQueueStress(const QueueStressConfig& cfg) {
   QueueOptions qo;
   qo.capacity = cfg.capacity;
   qo.lock_timeout = cfg.lock_timeout;
-  qo.native_park = cfg.native_park;
   auto q = Q::Create(*cluster, qo);
   if (!q.ok()) {
     result.first_error = q.status().ToString();
