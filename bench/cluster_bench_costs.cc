@@ -56,7 +56,8 @@ std::vector<ExpectedCost> ExpectedCosts() {
        ordered_test},
       // CAS, READ line, READ image; WRITEs of version, key, value, meta, checksum, version; CAS.
       {"ordered map remote Insert (no split)", 10, std::nullopt, 2, std::nullopt, ordered_test},
-      // {CAS, READ line, READ tail, READ seq}, {WRITE payload, seq, tail} inline, unlock CAS.
+      // {CAS, READ line, READ tail, READ seq, READ the head's claim word}, {WRITE payload, seq,
+      // tail} inline, unlock CAS.
       {"queue remote Enqueue", 9, 3, 2, std::nullopt, queue_test},
       // The same with the payload READ in the first chain, {WRITE seq, head}.
       {"queue remote Dequeue", 9, 3, 2, std::nullopt, queue_test},

@@ -30,7 +30,8 @@
 //   native           0 NIC ops
 //   remote/loopback  3 NIC ops, 2 doorbells, 2 round trips: acquire =
 //                    {CAS r_tail 0->token, READ line} chained; release = CAS
-//   contended        + {WRITE victim, READ line}, one READ per NIC poll, a
+//   contended        + {WRITE victim, READ line}, one READ of the line (and
+//                    the caller's chained READs) per NIC poll, a
 //                    {CAS, READ} chain per retry for the NIC side; a
 //                    waiter's announcing CAS rides in a poll's chain, and
 //                    freeing its turn, or stepping aside for another's, is

@@ -59,10 +59,11 @@ class BasicALockClient final : public LockClient {
   }
   // Lock, and on the NIC path also READ `also` (each on the lock's node) in
   // the acquire's own chain: no extra doorbell or round trip. The READs run
-  // after the acquire's CAS (same QP). `*also_done` is true when they saw
-  // memory as the holder (the uncontended fast path); otherwise (contention,
-  // or the native path, where nothing is read) false, and the caller reads
-  // what it needs itself.
+  // after the acquire's CAS (same QP), and again behind every line READ of
+  // a Peterson wait. `*also_done` is true when they saw memory as the holder
+  // (behind the fast path's CAS, or behind the wait's last line READ, which
+  // let this client in); otherwise (the native path, where nothing is
+  // read) false, and the caller reads what it needs itself.
   absl::Status LockAndRead(rdma::RemotePtr lock, Path path, absl::Span<const rdma::ChainedRead> also,
                            bool* also_done);
   absl::Status Unlock(rdma::RemotePtr lock) override;

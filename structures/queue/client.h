@@ -92,9 +92,10 @@ class BasicQueueClient {
     }
     return result;
   }
-  // Appends a prefix of `values`, as many as fit, under one acquisition of
-  // the tail lock, in order. Returns how many (0 when full). InvalidArgument
-  // when `values` is longer than the capacity.
+  // Appends a prefix of `values` in order, in one claim (natively) or under
+  // one acquisition of the tail lock: as many as fit, stopping early at a
+  // slot whose consumer is still freeing it. Returns how many (0 when
+  // full). InvalidArgument when `values` is longer than the capacity.
   absl::StatusOr<size_t> EnqueueBatch(rdma::NodeId home, absl::Span<const V> values, Path path = Path::kAuto) {
     RETURN_IF_ERROR(CheckBatch(values.size()));
     Route r;
@@ -300,18 +301,44 @@ class BasicQueueClient {
   // side's native threads have claimed `unblocker` (the position whose
   // completion makes it ready) they are at work on it: waits until the seq
   // changes, reloads the k seqs from `position` and returns true. False:
-  // the ring is full (or empty). DeadlineExceeded after the lock timeout.
+  // the ring is full (or empty). `floor` is the least the other side's open
+  // claim word can hold (native claimers are then past the other side's
+  // counter: the head for a producer's check, `position` for a consumer's):
+  // an open value below it is a READ torn by a claim CAS, read again (an
+  // 8-byte READ on rxe copies bytes while the CPU may store them).
+  // DeadlineExceeded after the lock timeout.
   template <typename Ring>
-  absl::StatusOr<bool> AwaitOtherSide(Ring& ring, uint64_t position, uint64_t unblocker, size_t k, uint64_t* seqs) {
-    uint64_t other = 0;
-    RETURN_IF_ERROR(ring.LoadOtherClaim(&other));
-    if ((other & ~queue_internal::kClaimOpen) <= unblocker) return false;
+  absl::StatusOr<bool> AwaitOtherSide(Ring& ring, uint64_t position, uint64_t unblocker, uint64_t floor, size_t k,
+                                      uint64_t* seqs) {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    auto past_unblocker = [&](bool fresh) -> absl::StatusOr<bool> {
+      uint64_t other = 0;
+      RETURN_IF_ERROR(fresh ? ring.ReadOtherClaim(&other) : ring.LoadOtherClaim(&other));
+      for (int tries = 0; (other & queue_internal::kClaimOpen) != 0 && (other & ~queue_internal::kClaimOpen) < floor;
+           ++tries) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          return absl::DeadlineExceededError(absl::StrCat("Queue on node ", current_home_,
+                                                          ": the other side's claim word read torn for ",
+                                                          absl::FormatDuration(absl::FromChrono(timeout_))));
+        }
+        if (tries > 2) std::this_thread::yield();
+        RETURN_IF_ERROR(ring.ReadOtherClaim(&other));
+      }
+      return (other & ~queue_internal::kClaimOpen) > unblocker;
+    };
+    ASSIGN_OR_RETURN(bool in_flight, past_unblocker(/*fresh=*/false));
+    if (!in_flight) return false;
     const uint64_t was = seqs[0];
     ring.Unprime();
     for (int tries = 0;; ++tries) {
       RETURN_IF_ERROR(ring.LoadSeqs(position, k, seqs));
       if (seqs[0] != was) return true;
+      // A READ torn high can also look past `unblocker`: read the claim
+      // word again now and then.
+      if ((tries & 15) == 15) {
+        ASSIGN_OR_RETURN(in_flight, past_unblocker(/*fresh=*/true));
+        if (!in_flight) return false;
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         return absl::DeadlineExceededError(absl::StrCat("Queue on node ", current_home_, ": position ", position,
                                                         ", claimed by a native thread, did not complete within ",
@@ -377,7 +404,7 @@ class BasicQueueClient {
       // Full, unless native consumers claimed position t - capacity and are
       // still freeing it.
       if (n > 0 || t < l_.capacity) break;
-      ASSIGN_OR_RETURN(const bool again, AwaitOtherSide(ring, t, t - l_.capacity, k, seqs));
+      ASSIGN_OR_RETURN(const bool again, AwaitOtherSide(ring, t, t - l_.capacity, t - l_.capacity, k, seqs));
       if (!again) break;
     }
     Guess(/*producer=*/true) = t + n;
@@ -433,7 +460,7 @@ class BasicQueueClient {
       // Empty, unless native producers claimed position h and are still
       // publishing it.
       if (n > 0 || !Checks::kCheckEmpty) break;
-      ASSIGN_OR_RETURN(const bool again, AwaitOtherSide(ring, h, h, max, seqs));
+      ASSIGN_OR_RETURN(const bool again, AwaitOtherSide(ring, h, h, h, max, seqs));
       if (!again) break;
       RETURN_IF_ERROR(ring.LoadPayloads(h, max, words));  // after the seqs, as above
     }

@@ -21,9 +21,10 @@
 // position is not ready, the thread looks at the other side's claim word: if
 // that side has claimed what makes the position ready (the consumer of
 // p - capacity, or the producer of p) and is still at work, it waits for it;
-// otherwise the ring is full (or empty) at that moment and it says so. Any
-// other seq value is a stale claim word or a half-written NIC WRITE: read
-// again. Costs, uncontended: 0 NIC ops; a load of the claim word, a load of
+// otherwise the ring is full (or empty) at that moment and it says so. A
+// seq a lap behind (this side's thread of q - capacity still at work on the
+// slot) is full (or empty) too. Any other seq value is a stale claim word
+// or a half-written NIC WRITE: read again. Costs, uncontended: 0 NIC ops; a load of the claim word, a load of
 // the seq, the CAS, the payload and one seq store, and the lease's two
 // stores (Enter, Exit) and one load (NicWaiting).
 
@@ -78,7 +79,7 @@ class NativeClaims {
   ABSL_ATTRIBUTE_ALWAYS_INLINE Quick QuickProduce(NativeLease& lease, int id, char* part, const V& value) {
     uint64_t t, slot;
     const Quick got = QuickClaim(lease, id, part, /*producer=*/true, &t, &slot);
-    if (got != Quick::kDone) return got;
+    if (got != Quick::kDone) return HandOverIfAsked(lease, got);
     rdma::PlainWord* const payload = reinterpret_cast<rdma::PlainWord*>(part + payload_base_ + L::kValueBytes * slot);
     const char* const src = reinterpret_cast<const char*>(&value);
     for (size_t x = 0; x < kW; ++x) payload[x].Store(WordOf(src, x), std::memory_order_relaxed);
@@ -91,7 +92,7 @@ class NativeClaims {
   ABSL_ATTRIBUTE_ALWAYS_INLINE Quick QuickConsume(NativeLease& lease, int id, char* part, std::optional<V>* out) {
     uint64_t h, slot;
     const Quick got = QuickClaim(lease, id, part, /*producer=*/false, &h, &slot);
-    if (got != Quick::kDone) return got;
+    if (got != Quick::kDone) return HandOverIfAsked(lease, got);
     const rdma::PlainWord* const payload =
         reinterpret_cast<const rdma::PlainWord*>(part + payload_base_ + L::kValueBytes * slot);
     char* const dst = reinterpret_cast<char*>(&out->emplace());
@@ -110,7 +111,10 @@ class NativeClaims {
                                                               absl::Span<const V> values, OpenFn&& open) {
     uint64_t t = 0;
     ASSIGN_OR_RETURN(const size_t n, Claim(lease, id, part, /*producer=*/true, values.size(), open, &t));
-    if (n == 0) return n;
+    if (n == 0) {
+      HandOverIfAsked(lease, Quick::kNone);
+      return n;
+    }
     for (size_t j = 0; j < n; ++j) {
       uint64_t words[kW];
       L::Encode(values[j], words);
@@ -130,7 +134,10 @@ class NativeClaims {
                                                               OpenFn&& open, Sink&& sink) {
     uint64_t h = 0;
     ASSIGN_OR_RETURN(const size_t n, Claim(lease, id, part, /*producer=*/false, max, open, &h));
-    if (n == 0) return n;
+    if (n == 0) {
+      HandOverIfAsked(lease, Quick::kNone);
+      return n;
+    }
     uint64_t one[kW];
     uint64_t* const words = n == 1 ? one : Scratch(n);
     for (size_t j = 0; j < n; ++j) {
@@ -145,6 +152,13 @@ class NativeClaims {
   }
 
  private:
+  // After a "full" or "empty" answer (`got` kNone), the lease goes to a
+  // waiting NIC thread as after an operation; returns `got`.
+  static Quick HandOverIfAsked(NativeLease& lease, Quick got) {
+    if (got == Quick::kNone && ABSL_PREDICT_FALSE(lease.NicWaiting())) lease.Close();
+    return got;
+  }
+
   // Claim's quick form, for one position: kDone with the position (and its
   // slot) claimed and the caller inside the lease; kNone when the ring is
   // full (or empty), decided as NotReady does; kGeneral for anything else.
@@ -227,6 +241,14 @@ class NativeClaims {
     // the claim word moved on, or a NIC WRITE of the seq is in flight.
     const bool blocked = producer ? (q >= l_.capacity && seq == l_.HoldsValueOf(q - l_.capacity))
                                   : seq == l_.FreeFor(q);
+    // A lap behind: this side's thread of q - capacity is still at work on
+    // the slot (a producer not yet published, a consumer not yet freed).
+    // Then q cannot be ready: full for a producer (capacity positions
+    // claimed, the oldest not even dequeued), empty for a consumer (nobody
+    // can have claimed q to produce it).
+    const bool lap_behind = q >= l_.capacity && (producer ? seq == l_.FreeFor(q - l_.capacity)
+                                                          : seq == l_.HoldsValueOf(q - l_.capacity));
+    if (lap_behind && claim.Load(std::memory_order_acquire) == c) return true;
     if (!blocked) {
       // The claim word moved on (read again at once), or the word is half
       // written by a NIC WRITE in flight: it must settle within 2 s, as for

@@ -178,6 +178,9 @@ class NativeLease {
 class NativeLeases {
  public:
   NativeLeases(size_t num_nodes) : leases_(2 * num_nodes) {}
+  // Stops the keeper, then closes the leases still open: the rings outlive
+  // this process's use of them (a named queue), and a lease left open would
+  // keep every NIC thread out. No client is inside: each holds these leases.
   ~NativeLeases() {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -185,6 +188,9 @@ class NativeLeases {
     }
     cv_.notify_all();
     if (keeper_.joinable()) keeper_.join();
+    for (const auto& lease : leases_) {
+      if (lease != nullptr) lease->Close();
+    }
   }
 
   void Add(rdma::NodeId node, rdma::RemotePtr ring, std::chrono::nanoseconds timeout) {

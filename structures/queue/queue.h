@@ -23,7 +23,8 @@
 // time under the side's ALock; a NIC thread that arrives gets the side
 // after the native claims in flight complete. Each slot's seq word is
 // published after its payload and freed after it is read. Full and empty
-// are results, not errors. At most 256 clients of one queue per process.
+// are results, not errors. At most 256 clients of one queue per process use
+// native paths.
 //
 // Costs, uncontended (asserted by tests/structures/queue_test.cc):
 //   native Enqueue/Dequeue and batches   0 NIC ops
@@ -71,9 +72,10 @@ using queue_internal::QueueValue;
 struct QueueOptions {
   uint64_t capacity = 1024;  // values per node's ring, 2..2^32 (queue_internal::kMinCapacity)
   locks::Budgets budgets;    // ALock budgets of the head and tail locks
-  // Longest a client waits for a head or tail lock (or, holding one, for
-  // its successor to link in) before the operation fails with
-  // DeadlineExceeded: what bounds the wait for a holder that died.
+  // Longest a client waits for a head or tail lock, for the native lease's
+  // hand-over, or for another thread's claim in flight before the operation
+  // fails with DeadlineExceeded: what bounds the wait for a holder that
+  // died.
   std::chrono::nanoseconds lock_timeout = std::chrono::seconds(30);
 };
 

@@ -75,12 +75,17 @@ class RemoteRing {
   uint64_t repair() const { return repair_; }
   // The other side's claim word (layout.h: its native threads' next
   // position), as the acquire's chain read it or in a READ of its own. Any
-  // one read during the operation serves (docs/design.md §9.4.1).
+  // one whole read during the operation serves (docs/design.md §9.4.1).
   absl::Status LoadOtherClaim(uint64_t* v) {
     if (other_primed_) {
       *v = other_claim_;
       return absl::OkStatus();
     }
+    return ReadOtherClaim(v);
+  }
+  // The other side's claim word in a READ of its own (never the primed copy).
+  absl::Status ReadOtherClaim(uint64_t* v) {
+    other_primed_ = false;
     return s_.Read(part_ + OtherClaimOffset(producer_), v, sizeof *v);
   }
   // How far side `producer` has got (Frontier): its counter, repair flag

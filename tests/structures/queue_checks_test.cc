@@ -3,9 +3,11 @@
 // test (tests/README.md, audit table):
 //  * native producers and consumers at full speed on one node, next to NIC
 //    threads: a native consumer that reads a payload before its seq word, a
-//    native producer that publishes before its payload, or native threads
-//    that bypass the gate lose or duplicate values only within nanoseconds
-//    of each other, which 20 us of think time between operations hides;
+//    native producer that publishes before its payload lose or duplicate
+//    values only within nanoseconds of each other, which 20 us of think
+//    time between operations hides;
+//  * a native consumer waits for a producer's claim in flight instead of
+//    answering "empty";
 //  * a seq word seen half written (a publish whose bytes land one at a
 //    time) is read again until whole, natively and over loopback (where the
 //    lock chain's primed copy must not be reused): the consumer returns the
@@ -56,8 +58,8 @@ using rdma::testing::kSanitized;
 // side's lock for round trips; back to back they would keep the native
 // threads waiting most of the time instead of racing each other). More
 // native consumers than producers keep the ring near empty, so consumers
-// read each slot as it is published, and the two native consumers share
-// the head gate. Values are (producer + 1) << 32 | n, all four words equal.
+// read each slot as it is published, and the two native consumers claim
+// from the head's one claim word. Values are (producer + 1) << 32 | n, all four words equal.
 // Each consumer checks every value is whole and that it sees each
 // producer's values in increasing order (FIFO); at the end every value
 // enqueued was dequeued exactly once. The run lasts until the native
@@ -353,6 +355,51 @@ TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWhole) {
 }
 TEST_F(QueueSeqWordTest, ASeqWordSeenHalfWrittenIsReadAgainUntilWholeOverLoopback) {
   TornPublishIsReadAgainUntilWhole(Path::kLoopback);
+}
+
+// A native producer that claimed position p and has not published it yet
+// (the test makes its claim CAS on the claim word and stops), while another
+// producer's later value (position p + 1) is already in: a consumer must wait
+// for position 1, not answer "empty" (the later enqueue returned before
+// the dequeue began), and then takes the two values in order.
+TEST_F(QueueSeqWordTest, AConsumerWaitsForAProducersClaimInFlightInsteadOfSayingEmpty) {
+  Make(4);
+  // The stalled producer's claim: a CAS on the open claim word (the keeper
+  // closes a lease idle for two periods: open it again by an operation).
+  uint64_t c = 0;
+  for (int i = 0;; ++i) {
+    ASSERT_LT(i, 1000) << "the tail's lease never stayed open";
+    c = ring_->header().tail_claim.Load();
+    if ((c & queue_internal::kClaimOpen) != 0) {
+      if (ring_->header().tail_claim.CompareExchange(c, c + 1)) break;
+      continue;
+    }
+    ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(100)));
+    ASSERT_TRUE((*client_->Dequeue(0))->w[0] == 100);
+  }
+  const uint64_t p = c & ~queue_internal::kClaimOpen;  // claimed, not published
+  ASSERT_TRUE(*client_->Enqueue(0, ::structures::Make(2)));  // position p + 1, published
+  auto consumer_client = q_->NewClient(cluster_->node(0));
+  ASSERT_TRUE(consumer_client.ok()) << consumer_client.status();
+  std::atomic<bool> done{false};
+  absl::StatusOr<std::optional<Val>> first;
+  std::thread consumer([&] {
+    first = (*consumer_client)->Dequeue(0);
+    done.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done.load()) << "the consumer answered while position 1 was claimed and not yet published";
+  const Val v = ::structures::Make(1);  // the stalled producer completes
+  for (int x = 0; x < 4; ++x) ring_->payload(p)[x].Store(static_cast<uint64_t>(v.w[x]));
+  ring_->seq(p).Store(ring_->layout().HoldsValueOf(p));
+  consumer.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->has_value()) << "\"empty\" while a later value was in";
+  EXPECT_EQ((*first)->w[0], 1);
+  auto second = (*consumer_client)->Dequeue(0);
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
+  EXPECT_EQ((*second)->w[0], 2);
+  EXPECT_EQ(*(*consumer_client)->Dequeue(0), std::nullopt);
 }
 
 // A seq word that stays neither free nor full (a writer broke the protocol):

@@ -83,6 +83,11 @@ TEST(QueueLease, CloseWaitsForTheClaimInFlightBeforeTheNicSideGetsTheIndex) {
     lease.Close();
     closed.store(true);
   });
+  // The closer's CAS clears kClaimOpen first; then it must wait.
+  const auto cas_until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((h.tail_claim.Load() & kClaimOpen) != 0 && std::chrono::steady_clock::now() < cas_until) {
+    std::this_thread::yield();
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(closed.load()) << "the close did not wait for the claim in flight";
   EXPECT_FALSE(nic_in.load()) << "the NIC thread entered while a native claim was in flight: " << nic_status;

@@ -242,14 +242,15 @@ TEST_P(QueueTest, ShutDownNodes) {
   EXPECT_EQ(*(*c)->Dequeue(0), std::optional<uint64_t>(1));  // the live queue still works
 }
 
-// Two native threads that both enqueue and dequeue at full speed on a small
-// ring (claims completing out of order, full and empty met often): every
-// value comes out exactly once, and each thread's values come out, to any
-// one consumer, in the order it enqueued them.
-TEST_P(QueueTest, TwoNativeThreadsBothWaysKeepEveryValueAndItsOrder) {
+// Two native threads that both enqueue and dequeue at full speed on the
+// smallest ring (claims completing out of order, full and empty met on most
+// operations, a thread waiting for the other's claim in flight): every value
+// comes out exactly once, and each thread's values come out, to any one
+// consumer, in the order it enqueued them.
+TEST_P(QueueTest, TwoNativeThreadsBothWaysOnTheSmallestRingKeepEveryValueAndItsOrder) {
   Env e = MakeEnv(GetParam(), 1);
   ASSERT_NE(e.session, nullptr);
-  auto q = Queue<uint64_t>::Create(*e.cluster, Capacity(16));
+  auto q = Queue<uint64_t>::Create(*e.cluster, Capacity(2));
   ASSERT_TRUE(q.ok()) << q.status();
   constexpr uint64_t kPerThread = 200000;
   std::atomic<uint64_t> in{0}, out{0};
@@ -285,7 +286,7 @@ TEST_P(QueueTest, TwoNativeThreadsBothWaysKeepEveryValueAndItsOrder) {
     out.fetch_add(1);
   }
   EXPECT_EQ(in.load(), out.load());
-  EXPECT_GT(in.load(), kPerThread / 2);
+  EXPECT_GT(in.load(), 0u);
 }
 
 // Multi-process style: each node creates only its own ring; clients find the
