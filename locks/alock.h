@@ -23,8 +23,9 @@
 // Contract: ALockClient is a LockClient (lock.h: one per thread, errors,
 // timeouts), plus an optional ALockObserver, LockAndRead (the acquire carries
 // the caller's READs in its round trip) and stats(); members are declared in
-// alock_client_internal.h. A lock's native threads use either ALockClients or
-// one NativeGate (native_gate.h), never both.
+// alock_client_internal.h. A lock's native threads use ALockClients, or one
+// NativeGate (native_gate.h), or one NativeHold (native_hold.h): one kind
+// per lock.
 //
 // Costs, uncontended (asserted by tests/locks/lock_api_test.cc):
 //   native           0 NIC ops
