@@ -116,10 +116,9 @@ class NativeClaims {
       return n;
     }
     for (size_t j = 0; j < n; ++j) {
-      uint64_t words[kW];
-      L::Encode(values[j], words);
       rdma::PlainWord* const payload = Payload(part, t + j);
-      for (size_t x = 0; x < kW; ++x) payload[x].Store(words[x], std::memory_order_relaxed);
+      const char* const src = reinterpret_cast<const char*>(&values[j]);
+      for (size_t x = 0; x < kW; ++x) payload[x].Store(WordOf(src, x), std::memory_order_relaxed);
     }
     for (size_t j = 0; j < n; ++j) Seq(part, t + j).Store(l_.HoldsValueOf(t + j), std::memory_order_release);
     lease.Exit(id);
@@ -179,15 +178,11 @@ class NativeClaims {
         lease.Exit(id);  // another thread claimed it: `c` holds the new word
         continue;
       }
-      // Blocked: not yet freed a round ago (producer), not yet published
-      // (consumer). Full or empty unless the other side's claim passed the
-      // position that unblocks it (NotReady).
-      const bool blocked = producer ? (*q >= l_.capacity && seq == free_for - l_.capacity + 1) : seq == free_for;
-      if (!blocked) return Quick::kGeneral;
-      const Header& hdr = *reinterpret_cast<const Header*>(part);
-      const uint64_t other = (producer ? hdr.head_claim : hdr.tail_claim).Load(std::memory_order_acquire) & ~kClaimOpen;
-      if (other <= (producer ? *q - l_.capacity : *q)) return Quick::kNone;
-      locks::lock_internal::CpuRelax();  // the other side is at work on it
+      // Full or empty unless the other side is at work on what makes the
+      // position ready (NotReady).
+      if (!Blocked(producer, *q, seq)) return Quick::kGeneral;
+      if (!OtherSideAtWork(part, producer, *q)) return Quick::kNone;
+      locks::lock_internal::CpuRelax();
       c = claim.Load(std::memory_order_acquire);
     }
     return Quick::kGeneral;
@@ -236,11 +231,7 @@ class NativeClaims {
   // False: try again (after waiting for the other side's claim in flight).
   ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<bool> NotReady(const rdma::CpuWord& claim, uint64_t c, const char* part,
                                                        bool producer, uint64_t q, uint64_t seq) {
-    // Blocked: the slot still holds position q - capacity's value
-    // (producer), or is still free for q (consumer). Any other value means
-    // the claim word moved on, or a NIC WRITE of the seq is in flight.
-    const bool blocked = producer ? (q >= l_.capacity && seq == l_.HoldsValueOf(q - l_.capacity))
-                                  : seq == l_.FreeFor(q);
+    const bool blocked = Blocked(producer, q, seq);
     // A lap behind: this side's thread of q - capacity is still at work on
     // the slot (a producer not yet published, a consumer not yet freed).
     // Then q cannot be ready: full for a producer (capacity positions
@@ -250,20 +241,31 @@ class NativeClaims {
                                                           : seq == l_.HoldsValueOf(q - l_.capacity));
     if (lap_behind && claim.Load(std::memory_order_acquire) == c) return true;
     if (!blocked) {
-      // The claim word moved on (read again at once), or the word is half
+      // Not blocked, not ready, not a lap behind: the claim word moved on
+      // (read again at once), or the word is half
       // written by a NIC WRITE in flight: it must settle within 2 s, as for
       // the NIC path (client.h, Settle), or a writer broke the protocol.
       if (claim.Load(std::memory_order_acquire) == c) RETURN_IF_ERROR(AwaitChange(part, q, seq, /*torn=*/true));
       return false;
     }
-    // What makes q ready is the other side's claim of `unblocker`; the
-    // other side's claim word passed it: that thread is at work on it.
-    const uint64_t unblocker = producer ? q - l_.capacity : q;
-    const Header& h = *reinterpret_cast<const Header*>(part);
-    const uint64_t other = (producer ? h.head_claim : h.tail_claim).Load(std::memory_order_acquire) & ~kClaimOpen;
-    if (other <= unblocker) return true;
+    if (!OtherSideAtWork(part, producer, q)) return true;
     RETURN_IF_ERROR(AwaitChange(part, q, seq, /*torn=*/false));
     return false;
+  }
+
+  // Position q, whose seq is `seq`, waits for the other side: its slot
+  // still holds position q - capacity's value (producer), or is still free
+  // for q (consumer).
+  bool Blocked(bool producer, uint64_t q, uint64_t seq) const {
+    return producer ? (q >= l_.capacity && seq == l_.HoldsValueOf(q - l_.capacity)) : seq == l_.FreeFor(q);
+  }
+  // For a blocked position q: the other side's claim word passed the
+  // position whose completion makes q ready (the consumer of q - capacity,
+  // the producer of q), so a thread of that side is at work on it.
+  bool OtherSideAtWork(const char* part, bool producer, uint64_t q) const {
+    const Header& h = *reinterpret_cast<const Header*>(part);
+    const uint64_t other = (producer ? h.head_claim : h.tail_claim).Load(std::memory_order_acquire) & ~kClaimOpen;
+    return other > (producer ? q - l_.capacity : q);
   }
 
   // Waits until q's seq is no longer `seq`: another thread completes the
