@@ -16,7 +16,7 @@ done
 
 pkgs=(bazel-bootstrap g++ pkg-config libibverbs-dev librdmacm-dev libboost-dev
       libboost-program-options-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libtbb-dev
-      libpmix-dev openmpi-bin python3 python3-matplotlib)
+      libpmix-dev openmpi-bin python3 python3-matplotlib zookeeper libzookeeper-mt-dev)
 if [[ $guest -eq 1 ]]; then
   pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static rdma-core ibverbs-providers ibverbs-utils
          perftest rdmacm-utils iproute2 cpio kmod xz-utils)  # the same list as tools/rxe_vm/rxe_run

@@ -41,6 +41,8 @@ _LIBS = {
     "nlohmann_json": ([], [], "nlohmann/json.hpp", "nlohmann-json3-dev"),
     "boost_asio": ([], [], "boost/asio.hpp", "libboost-dev"),
     "pmix": (["pmix"], [], "pmix.h", "libpmix-dev"),
+    # Debian's C client ships no .pc file.
+    "zookeeper": ([], ["-lzookeeper_mt"], "zookeeper/zookeeper.h", "libzookeeper-mt-dev"),
 }
 
 # The directory holding `header`: /usr/include, else one of the -I directories

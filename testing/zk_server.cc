@@ -1,0 +1,144 @@
+#include "testing/zk_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "rdma/coord/internal/zk_client.h"
+
+extern char** environ;
+
+namespace rdmads_testing {
+namespace {
+
+absl::StatusOr<int> FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return absl::InternalError("bind to a free loopback port failed");
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string Tail(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string out;
+  for (size_t i = lines.size() > 15 ? lines.size() - 15 : 0; i < lines.size(); ++i) absl::StrAppend(&out, lines[i], "\n");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ZkServer>> ZkServer::Start() {
+  std::unique_ptr<ZkServer> s(new ZkServer());
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string tmpl = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/zk.XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) return absl::InternalError("mkdtemp failed");
+  s->dir_ = tmpl;
+  auto port = FreePort();
+  if (!port.ok()) return port.status();
+  s->port_ = *port;
+  s->address_ = absl::StrCat("127.0.0.1:", s->port_);
+  std::ofstream cfg(s->dir_ + "/zoo.cfg");
+  cfg << "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=" << s->dir_ << "/data\nclientPort=" << s->port_
+      << "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nminSessionTimeout=200\nmaxSessionTimeout=60000\n";
+  cfg.close();
+  if (absl::Status st = s->Launch(); !st.ok()) return st;
+  return s;
+}
+
+absl::StatusOr<std::string> ZkServer::Shared(std::unique_ptr<ZkServer>* owned) {
+  const char* env = std::getenv("RDMADS_TEST_COORDINATOR");
+  if (env != nullptr && *env != '\0') return std::string(env);
+  auto s = Start();
+  if (!s.ok()) return s.status();
+  *owned = *std::move(s);
+  return (*owned)->address();
+}
+
+absl::Status ZkServer::Launch() {
+  const std::string log = dir_ + "/server.log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  const std::string cfg = dir_ + "/zoo.cfg";
+  std::vector<std::string> args = {"java",
+                                   "-XX:TieredStopAtLevel=1",
+                                   "-XX:+UseSerialGC",
+                                   "-Xmx256m",
+                                   "-cp",
+                                   "/usr/share/java/*:/etc/zookeeper/conf",
+                                   "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                                   cfg};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, "java", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(
+        "cannot start java for the ZooKeeper test server: run tools/setup_deps.sh (packages zookeeper, a JRE)");
+  }
+  pid_ = pid;
+  // Ready when a client gets a session (the port opens a little earlier).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  absl::Status last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::InternalError(absl::StrCat("the ZooKeeper test server exited at start; its log:\n", Tail(log)));
+    }
+    auto c = rdma::coord::internal::ZkClient::Connect(address_, std::chrono::milliseconds(2000),
+                                                      std::chrono::milliseconds(500));
+    if (c.ok()) return absl::OkStatus();
+    last = c.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  (void)Stop();
+  return absl::DeadlineExceededError(
+      absl::StrCat("the ZooKeeper test server did not answer within 60 s (", last.message(), "); its log:\n", Tail(log)));
+}
+
+absl::Status ZkServer::Stop() {
+  if (pid_ < 0) return absl::OkStatus();
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status ZkServer::Restart() {
+  if (absl::Status s = Stop(); !s.ok()) return s;
+  return Launch();
+}
+
+ZkServer::~ZkServer() { (void)Stop(); }
+
+}  // namespace rdmads_testing

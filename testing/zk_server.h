@@ -1,0 +1,49 @@
+#ifndef TESTING_ZK_SERVER_H_
+#define TESTING_ZK_SERVER_H_
+
+// ZkServer: a throw-away standalone ZooKeeper server on loopback, for tests
+// of the coordinator (rdma/coord). Its config and data live in a fresh
+// temporary directory; it listens on 127.0.0.1 on a free port.
+//
+//   ASSIGN_OR_RETURN(auto zk, testing::ZkServer::Start());
+//   options.ensemble = zk->address();   // "127.0.0.1:40123"
+//   zk->Stop();     // kill -9: the coordinator is down
+//   zk->Restart();  // same port and data: sessions that did not expire resume
+//
+// If RDMADS_TEST_COORDINATOR is set (tools/run_tests.sh starts one server
+// for the suite), Shared() returns that address instead of starting one;
+// tests that stop the server always Start their own. The server's log is
+// kept in its directory and its last lines are in Start's error.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace rdmads_testing {
+
+class ZkServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ZkServer>> Start();
+  // RDMADS_TEST_COORDINATOR if set (and then *owned is null), else a server of
+  // the caller's own in *owned.
+  static absl::StatusOr<std::string> Shared(std::unique_ptr<ZkServer>* owned);
+  ~ZkServer();
+
+  const std::string& address() const { return address_; }
+  absl::Status Stop();
+  absl::Status Restart();
+
+ private:
+  ZkServer() = default;
+  absl::Status Launch();
+
+  std::string dir_;
+  std::string address_;
+  int port_ = 0;
+  int pid_ = -1;
+};
+
+}  // namespace rdmads_testing
+
+#endif  // TESTING_ZK_SERVER_H_

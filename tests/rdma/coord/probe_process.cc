@@ -1,0 +1,125 @@
+#include "tests/rdma/coord/probe_process.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+extern char** environ;
+
+namespace rdmads_testing {
+
+ProbeProcess::ProbeProcess(const std::vector<std::string>& argv) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return;
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::vector<std::string> copy = argv;
+  std::vector<char*> args;
+  for (std::string& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    return;
+  }
+  pid_ = pid;
+  in_fd_ = in[1];
+  out_fd_ = out[0];
+  reader_ = std::thread([this] {
+    std::string partial;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = read(out_fd_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      partial.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = partial.find('\n')) != std::string::npos) {
+        std::lock_guard<std::mutex> l(mu_);
+        lines_.push_back(partial.substr(0, nl));
+        partial.erase(0, nl + 1);
+        cv_.notify_all();
+      }
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    eof_ = true;
+    cv_.notify_all();
+  });
+}
+
+ProbeProcess::~ProbeProcess() {
+  if (in_fd_ >= 0) close(in_fd_);
+  if (pid_ > 0) {
+    kill(pid_, SIGCONT);
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  if (reader_.joinable()) reader_.join();
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+void ProbeProcess::Send(const std::string& line) {
+  const std::string l = line + "\n";
+  if (in_fd_ >= 0) (void)!write(in_fd_, l.data(), l.size());
+}
+
+void ProbeProcess::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+bool ProbeProcess::WaitFor(const std::function<bool(const std::string&)>& pred, std::chrono::milliseconds timeout,
+                           std::string* line) {
+  return WaitForFrom(0, pred, timeout, line);
+}
+
+bool ProbeProcess::WaitForFrom(size_t from, const std::function<bool(const std::string&)>& pred,
+                               std::chrono::milliseconds timeout, std::string* line) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> l(mu_);
+  size_t i = from;
+  for (;;) {
+    for (; i < lines_.size(); ++i) {
+      if (pred(lines_[i])) {
+        if (line != nullptr) *line = lines_[i];
+        return true;
+      }
+    }
+    if (eof_) return false;
+    if (cv_.wait_until(l, deadline) == std::cv_status::timeout && i == lines_.size()) return false;
+  }
+}
+
+std::vector<std::string> ProbeProcess::Lines() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return lines_;
+}
+
+size_t ProbeProcess::line_count() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return lines_.size();
+}
+
+std::string ProbeProcess::Transcript() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string out;
+  for (const std::string& s : lines_) out += "  | " + s + "\n";
+  return out;
+}
+
+}  // namespace rdmads_testing
