@@ -4,7 +4,9 @@
 // Bootstrap: who am I in the job, how many are we, and small collectives to
 // swap connection data before any QP exists (docs/design.md §5, "Bootstrap").
 // FromEnvironment picks PMIx when a launcher set PMIX_NAMESPACE (mpirun,
-// srun --mpi=pmix), else a peer list: RDMADS_NODE_ID (this rank),
+// srun --mpi=pmix), else a rendezvous through the coordinator when
+// RDMADS_COORDINATOR and RDMADS_NODES (the job's size) are set
+// (rdma/bootstrap/coord_bootstrap.h), else a peer list: RDMADS_NODE_ID (this rank),
 // RDMADS_PEERS ("host:port,...", index = rank) or RDMADS_PEERS_FILE (one
 // host:port a line, '#' comments), RDMADS_CLUSTER (job name, default
 // "rdmads"). The peer list's wire format is in rdma/bootstrap/peer_list.h.
@@ -58,7 +60,7 @@ class Bootstrap {
   virtual int size() const = 0;
   // The job's identity: the PMIx namespace, or RDMADS_CLUSTER.
   virtual const std::string& job() const = 0;
-  // "pmix" or "peer-list".
+  // "pmix", "coordinator" or "peer-list".
   virtual absl::string_view kind() const = 0;
 
   // Every rank's blob, indexed by rank.

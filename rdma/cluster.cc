@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "rdma/cm/handshake.h"
 #include "util/status_macros.h"
 
 namespace rdma {
@@ -82,6 +83,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Open(std::unique_ptr<Bootstrap
   if (size > 1) {
     ASSIGN_OR_RETURN(c->remote_, cm::CmConnector::Create(*c->nodes_[rank], *c->bootstrap_, options.connect));
   }
+  std::string ensemble = options.coordinator;
+  if (ensemble.empty()) {
+    const char* env = std::getenv("RDMADS_COORDINATOR");
+    if (env != nullptr) ensemble = env;
+  }
+  if (!ensemble.empty()) RETURN_IF_ERROR(c->JoinMembership(ensemble, options));
   return c;
 }
 
@@ -102,7 +109,76 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const ClusterOptions& o
   return c;
 }
 
+absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterOptions& options) {
+  agreed_dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(num_nodes_));
+  for (int n = 0; n < num_nodes_; ++n) agreed_dead_[n].store(false, std::memory_order_relaxed);
+  agreed_why_.assign(static_cast<size_t>(num_nodes_), "");
+  coord::MembershipOptions mo;
+  mo.ensemble = ensemble;
+  mo.job = bootstrap_->job();
+  mo.size = static_cast<uint32_t>(num_nodes_);
+  mo.rank = self();
+  mo.incarnation = remote_ != nullptr ? remote_->incarnation() : cm::NewIncarnation();
+  mo.session_timeout = options.coordinator_session;
+  mo.join_timeout = options.bootstrap.timeout;
+  mo.on_epoch = [this](const coord::Configuration& before, const coord::Configuration& after) {
+    OnEpoch(before, after);
+  };
+  mo.on_fenced = [this](const absl::Status& why) { OnFenced(why); };
+  absl::StatusOr<std::unique_ptr<coord::Membership>> m = coord::Membership::Join(std::move(mo));
+  if (!m.ok()) return util::Annotate(m.status(), "Cluster::Open: joining the membership");
+  membership_ = *std::move(m);
+  // The first epoch must hold the very processes that bootstrapped together.
+  const coord::Configuration cfg = membership_->current();
+  for (int n = 0; n < num_nodes_ && remote_ != nullptr; ++n) {
+    const uint64_t inc = n == static_cast<int>(self()) ? remote_->incarnation() : remote_->incarnation_of(n);
+    if (!cfg.Has(static_cast<uint32_t>(n), inc)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Cluster::Open: the coordinator's ", cfg.ToString(), " does not hold rank ", n, " as the process this one ",
+          "bootstrapped with (incarnation ", absl::Hex(inc), "); is another run of job '", bootstrap_->job(),
+          "' still alive?"));
+    }
+  }
+  if (remote_ != nullptr) {
+    coord::Membership* mem = membership_.get();
+    cm::CmConnector* conn = remote_.get();
+    remote_->SetDeathListener([mem, conn](NodeId n, const std::string& why) {
+      mem->ReportDeathAsync(n, conn->incarnation_of(n), why);
+    });
+  }
+  return absl::OkStatus();
+}
+
+void Cluster::OnEpoch(const coord::Configuration& before, const coord::Configuration& after) {
+  if (remote_ == nullptr) return;
+  for (int n = 0; n < num_nodes_; ++n) {
+    if (n == static_cast<int>(self()) || agreed_dead_[n].load(std::memory_order_acquire)) continue;
+    const uint64_t inc = remote_->incarnation_of(static_cast<NodeId>(n));
+    if (!before.Has(static_cast<uint32_t>(n), inc) || after.Has(static_cast<uint32_t>(n), inc)) continue;
+    const std::string why =
+        absl::StrCat("node ", n, " (incarnation ", absl::Hex(inc), ") was dropped in epoch ", after.epoch);
+    // Fence first: once the node is declared, repairs may run, and nothing
+    // of it may reach this process's memory by then.
+    remote_->Fence(static_cast<NodeId>(n), why);
+    {
+      std::lock_guard<std::mutex> l(agreed_mu_);
+      agreed_why_[n] = why;
+    }
+    agreed_dead_[n].store(true, std::memory_order_release);
+  }
+}
+
+void Cluster::OnFenced(const absl::Status& why) {
+  std::fprintf(stderr, "rdmads: node %d stops serving: %s\n", static_cast<int>(self()), std::string(why.message()).c_str());
+  for (Node* n : local_) n->Shutdown();
+}
+
+absl::Status Cluster::ServingStatus() const {
+  return membership_ != nullptr ? membership_->Serving() : absl::OkStatus();
+}
+
 Cluster::~Cluster() {
+  membership_.reset();
   {
     std::lock_guard<std::mutex> l(watch_mu_);
     stopping_ = true;
@@ -158,6 +234,14 @@ absl::StatusOr<ArenaInfo> Cluster::Arena(NodeId node) const {
 
 absl::Status Cluster::PeerStatus(NodeId node) const {
   if (node >= static_cast<NodeId>(num_nodes_)) return absl::OkStatus();
+  if (membership_ != nullptr) {
+    if (membership_->fenced()) return membership_->Serving();
+    if (!is_local(node)) {
+      if (!agreed_dead_[node].load(std::memory_order_acquire)) return absl::OkStatus();
+      std::lock_guard<std::mutex> l(agreed_mu_);
+      return absl::UnavailableError(agreed_why_[node]);
+    }
+  }
   if (is_local(node)) {
     if (!nodes_[node]->device().is_dead()) return absl::OkStatus();
     return absl::UnavailableError(absl::StrCat("node ", node, " is gone: its NIC died"));

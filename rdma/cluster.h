@@ -24,10 +24,20 @@
 // named structures (structures/common/catalogue.h); Open refuses a job
 // whose processes disagree on the arena or that reservation.
 //
+// With a coordinator (ClusterOptions::coordinator or RDMADS_COORDINATOR, a
+// ZooKeeper ensemble), Open also joins the job's membership
+// (rdma/coord/membership.h): deaths are agreed, epoch by epoch, and
+// PeerStatus, WatchDeaths and the repairs follow the agreed epochs; a process
+// that is dropped (its session expired, a peer reported it, it was paused
+// too long) is fenced: its node shuts down, so native paths and new sessions
+// return Unavailable, and its sessions post nothing more (ServingStatus).
+// Without one, each process decides deaths on its own (docs/design.md §5).
+//
 // Contract: thread-safe. A thread's Session (ThisThread) is that thread's
 // handle on the cluster; destroy every Session, structure and client before
 // the Cluster. The Cluster is the Connector its sessions use.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -41,6 +51,7 @@
 #include "absl/types/span.h"
 #include "rdma/bootstrap.h"
 #include "rdma/cm/cm_connector.h"
+#include "rdma/coord/membership.h"
 #include "rdma/fabric.h"
 #include "rdma/node.h"
 #include "rdma/session.h"
@@ -65,6 +76,13 @@ struct ClusterOptions {
   // Open only: the bootstrap's bounds, and where rdma_cm listens.
   BootstrapOptions bootstrap;
   cm::CmConnectorOptions connect;
+  // Open only: the coordinator, "host:port[,host:port...]" of a ZooKeeper
+  // ensemble; empty means RDMADS_COORDINATOR, and none if that is unset too.
+  std::string coordinator;
+  // The coordinator session's timeout: a process silent this long (dead
+  // host, long pause) is dropped. Leave margin for loaded hosts: an expiry
+  // fences a live process.
+  std::chrono::milliseconds coordinator_session{2000};
 };
 
 class Cluster final : public Connector {
@@ -115,6 +133,10 @@ class Cluster final : public Connector {
   // soft NIC died (Kill or a crash point).
   absl::Status PeerStatus(NodeId node) const override;
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
+  // OK unless this process is fenced (with a coordinator only).
+  absl::Status ServingStatus() const override;
+  // The job's membership under Open with a coordinator; else null.
+  coord::Membership* membership() { return membership_.get(); }
 
   // Failures (docs/design.md §5, "Failures and repair"). By the time a node is declared
   // dead this process has fenced it: no work request of that node reaches
@@ -137,6 +159,11 @@ class Cluster final : public Connector {
   void Unwatch(Watcher* w);
 
   Cluster() = default;
+  absl::Status JoinMembership(const std::string& ensemble, const ClusterOptions& options);
+  // The membership thread's hooks: fence, then declare, each dropped peer;
+  // shut this node down when it is dropped itself.
+  void OnEpoch(const coord::Configuration& before, const coord::Configuration& after);
+  void OnFenced(const absl::Status& why);
   absl::Status CheckRange(NodeId node) const;
 
   // Destroyed bottom-up: the connector before the nodes, the nodes before
@@ -147,6 +174,12 @@ class Cluster final : public Connector {
   std::vector<std::unique_ptr<Node>> nodes_;  // by id; null when another process hosts it
   std::vector<Node*> local_;
   std::unique_ptr<cm::CmConnector> remote_;   // Open with more than one process
+  // With a coordinator: destroyed first, so no hook runs on a half-gone
+  // cluster. agreed_dead_[n] is set only after n is fenced here.
+  std::unique_ptr<coord::Membership> membership_;
+  std::unique_ptr<std::atomic<bool>[]> agreed_dead_;
+  mutable std::mutex agreed_mu_;
+  std::vector<std::string> agreed_why_;  // by node, under agreed_mu_
 
   // The recovery thread, started by the first watch. repair_mu_ is held
   // while repairs run, so Unwatch waits for them.

@@ -140,6 +140,10 @@ class Connector {
     (void)node;
     return absl::OkStatus();
   }
+  // OK while this process may post work requests at all; Sessions ask before
+  // every post. With a coordinator, Unavailable once the process is fenced
+  // (rdma/cluster.h, docs/design.md §5 "Membership"). The default: always OK.
+  virtual absl::Status ServingStatus() const { return absl::OkStatus(); }
   // A session's QP to `node` ran out of retries (`why`): its host stopped
   // answering. A connector that tracks liveness marks it dead, so every
   // session learns it at once. The default ignores it.

@@ -309,6 +309,7 @@ absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
 }
 
 absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait) {
+  if (absl::Status s = peers_.ServingStatus(); !s.ok()) return s;
   PeerQp& p = qps_[target];
   if (!p.qp) return NotConnectedError(target);
   if (!p.deferred_error.ok()) return PeerError(target, std::exchange(p.deferred_error, absl::OkStatus()));

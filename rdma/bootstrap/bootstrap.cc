@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rdma/bootstrap.h"
+#include "rdma/bootstrap/coord_bootstrap.h"
 #include "rdma/bootstrap/peer_list.h"
 #include "rdma/bootstrap/pmix_bootstrap.h"
 
@@ -24,6 +25,11 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment(const Boot
             "or unset PMIX_NAMESPACE to use the RDMADS_* peer list");
       }
       return bootstrap::CreatePmixBootstrap(options);
+    }
+    if (env("RDMADS_COORDINATOR") && env("RDMADS_NODES")) {
+      absl::StatusOr<bootstrap::CoordConfig> config = bootstrap::CoordConfigFromEnv(env);
+      if (!config.ok()) return config.status();
+      return bootstrap::CreateCoordBootstrap(*config, options);
     }
     absl::StatusOr<bootstrap::PeerListConfig> config = bootstrap::PeerListConfigFromEnv(env);
     if (!config.ok()) return config.status();

@@ -42,6 +42,12 @@ absl::Status CmConnector::Disconnect(NodeId target, const QpEndpoint& responder)
 }
 absl::Status CmConnector::PeerStatus(NodeId node) const { return impl_->PeerStatus(node); }
 void CmConnector::ReportUnreachable(NodeId node, const absl::Status& why) { impl_->ReportUnreachable(node, why); }
+void CmConnector::SetDeathListener(std::function<void(NodeId, const std::string&)> listener) {
+  impl_->SetDeathListener(std::move(listener));
+}
+void CmConnector::Fence(NodeId node, const std::string& why) { impl_->Fence(node, why); }
+uint64_t CmConnector::incarnation() const { return impl_->incarnation(); }
+uint64_t CmConnector::incarnation_of(NodeId node) const { return impl_->incarnation_of(node); }
 std::string CmConnector::listen_address() const { return impl_->listen_address(); }
 size_t CmConnector::responder_connections() const { return impl_->responder_connections(); }
 

@@ -38,6 +38,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -71,6 +72,20 @@ class CmConnector final : public Connector {
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
   absl::Status PeerStatus(NodeId node) const override;
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
+
+  // Membership (rdma/cluster.h with a coordinator). A death this connector
+  // detects (a CM disconnect, a QP out of retries) is fenced here as always
+  // and then told to `listener` (on the detecting thread, with the
+  // connector's lock held: it must not block or call back into the
+  // connector); deaths detected before the call are told at once.
+  void SetDeathListener(std::function<void(NodeId node, const std::string& why)> listener);
+  // Fences `node` as a detected death does (its responder QPs here go, its
+  // connections close, PeerStatus turns Unavailable), without telling the
+  // listener: the agreed view dropped it.
+  void Fence(NodeId node, const std::string& why);
+  // This process's incarnation, and `node`'s as its card said.
+  uint64_t incarnation() const;
+  uint64_t incarnation_of(NodeId node) const;
 
   // Diagnostics: where this node's listener is bound ("10.0.2.15:43211"),
   // and how many responder QPs it holds for other nodes' sessions.

@@ -49,7 +49,21 @@ void CmConnector::Impl::ReportUnreachable(NodeId node, const absl::Status& why) 
   MarkDead(node, absl::StrCat("its host stopped answering (", why.message(), ")"));
 }
 
-void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
+void CmConnector::Impl::SetDeathListener(std::function<void(NodeId, const std::string&)> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  death_listener_ = std::move(listener);
+  for (size_t n = 0; n < cards_.size(); ++n) {
+    if (death_listener_ && dead_[n].load(std::memory_order_relaxed)) death_listener_(static_cast<NodeId>(n), dead_why_[n]);
+  }
+}
+
+void CmConnector::Impl::Fence(NodeId node, const std::string& why) {
+  if (node >= num_nodes() || node == local_.id()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  MarkDead(node, why, /*detected=*/false);
+}
+
+void CmConnector::Impl::MarkDead(NodeId node, const std::string& why, bool detected) {
   // mu_ held.
   if (dead_[node].load(std::memory_order_relaxed)) return;
   dead_why_[node] = absl::StrCat(Peer(node), " is gone: ", why);
@@ -68,11 +82,13 @@ void CmConnector::Impl::MarkDead(NodeId node, const std::string& why) {
     rdma_disconnect(id);
   }
   dead_[node].store(true, std::memory_order_release);
+  if (detected && death_listener_) death_listener_(node, dead_why_[node]);
 }
 
 void CmConnector::Impl::MarkAllDead(const std::string& why) {
+  // This node's own failure: nobody else is reported dead for it.
   for (int n = 0; n < num_nodes(); ++n)
-    if (n != local_.id()) MarkDead(static_cast<NodeId>(n), why);
+    if (n != local_.id()) MarkDead(static_cast<NodeId>(n), why, /*detected=*/false);
 }
 
 void CmConnector::Impl::RunEvents() {

@@ -4,7 +4,8 @@ namespace structures {
 
 absl::Status StructureClient::RouteError(rdma::NodeId home, Path requested) const {
   if (node_.is_shut_down()) {
-    return absl::FailedPreconditionError(absl::StrCat(what_, " client on node ", node_.id(), ": the node is shut down"));
+    return absl::UnavailableError(
+        absl::StrCat(what_, " client on node ", node_.id(), ": the node is shut down (or fenced: it was dropped)"));
   }
   if (home >= bases_.size()) {
     return absl::InvalidArgumentError(
@@ -25,7 +26,8 @@ absl::StatusOr<StructureClient> StructureClient::Create(const PartDirectory& par
                                                    " out of range: it has ", parts.num_nodes(), " nodes"));
   }
   if (node.is_shut_down()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, "::NewClient: node ", node.id(), " is shut down"));
+    return absl::UnavailableError(
+        absl::StrCat(what, "::NewClient: node ", node.id(), " is shut down (or fenced: it was dropped)"));
   }
   if (session != nullptr && (session->self() != node.id() || session->num_nodes() != parts.num_nodes())) {
     return absl::InvalidArgumentError(absl::StrCat(what, "::NewClient: session of node ", session->self(), " with ",

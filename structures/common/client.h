@@ -81,9 +81,9 @@ class StructureClient {
   StructureClient& operator=(StructureClient&&) = delete;
 
   // Routes an operation on node `home`'s part requested with `requested`.
-  // Errors: FailedPrecondition (this client's node is shut down; a NIC path
-  // is needed but there is no Session), Unavailable (home is a node of this
-  // process that is shut down), InvalidArgument (a path that cannot be
+  // Errors: Unavailable (this client's node is shut down or fenced, or home
+  // is a node of this process that is shut down), FailedPrecondition (a NIC
+  // path is needed but there is no Session), InvalidArgument (a path that cannot be
   // honoured, rdma/path.h).
   ABSL_ATTRIBUTE_ALWAYS_INLINE absl::Status RouteTo(rdma::NodeId home, Path requested, Route* r) const {
     // The checks are cheap and always pass in the common case; the messages

@@ -31,8 +31,8 @@
 //   remote Put/Insert/Erase, one unit   6 NIC ops, 2 round trips
 //
 // Errors: InvalidArgument (bad node, option, Session or path),
-// FailedPrecondition (own node shut down, no Session for a NIC path),
-// Unavailable (the key's home is known to be down), ResourceExhausted (a
+// FailedPrecondition (no Session for a NIC path), Unavailable (own node
+// shut down or fenced, or the key's home is known to be down), ResourceExhausted (a
 // key's windows are full and its segment cannot split; nothing stored is
 // lost), DeadlineExceeded (a lock or completion wait ran out), DataLoss (a
 // slot inconsistent under the lock: a bug). Layout, protocol and proofs:

@@ -35,8 +35,9 @@
 // for the hand-over (bench/README.md, "NIC arrival").
 //
 // Errors: InvalidArgument (bad options, node, batch size or path),
-// FailedPrecondition (own node shut down, no Session for a NIC path, no
-// native lease for the ring), Unavailable (the home is known to be down),
+// FailedPrecondition (no Session for a NIC path, no native lease for the
+// ring), Unavailable (own node shut down or fenced, or the home is known to
+// be down),
 // DeadlineExceeded (a lock, hand-over or completion wait ran out),
 // ResourceExhausted (a 257th client of the queue in this process), DataLoss
 // (a seq word stayed neither free nor full: a writer broke the protocol). An

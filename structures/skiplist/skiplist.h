@@ -32,8 +32,8 @@
 //   a split adds the allocator's lock, the new node's lock and its tower links
 //
 // Errors: InvalidArgument (options, Scan limit 0, a path that cannot be
-// honoured), FailedPrecondition (node shut down; NIC path without Session),
-// Unavailable (home shut down), ResourceExhausted (a part's pool is full:
+// honoured), FailedPrecondition (NIC path without Session), Unavailable
+// (own node shut down or fenced; home shut down), ResourceExhausted (a part's pool is full:
 // names part_bytes), DataLoss (a node invalid under its lock), Aborted
 // (LowerBound met writers 1000 times). Lock waits end at lock_timeout.
 // Invariants: layout.h. The argument: docs/design.md §9.3.

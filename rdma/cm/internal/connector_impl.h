@@ -8,6 +8,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,10 @@ class CmConnector::Impl {
   int num_nodes() const { return static_cast<int>(cards_.size()); }
   std::string listen_address() const { return absl::StrCat(address_, ":", port_); }
   size_t responder_connections() const;
+  void SetDeathListener(std::function<void(NodeId, const std::string&)> listener);
+  void Fence(NodeId node, const std::string& why);
+  uint64_t incarnation() const { return incarnation_; }
+  uint64_t incarnation_of(NodeId node) const { return node < cards_.size() ? cards_[node].incarnation : 0; }
 
  private:
   // One rdma_cm connection this node is an end of.
@@ -65,7 +70,9 @@ class CmConnector::Impl {
   void RunEvents();
   void OnEvent(rdma_cm_event* ev);
   void OnRequest(rdma_cm_id* id, absl::string_view data);
-  void MarkDead(NodeId node, const std::string& why);
+  // Fences `node` and declares it dead; tells the death listener unless
+  // the death was agreed elsewhere (`detected` false).
+  void MarkDead(NodeId node, const std::string& why, bool detected = true);
   // MarkDead for every other node (mu_ held).
   void MarkAllDead(const std::string& why);
   std::string Peer(NodeId n) const {
@@ -90,6 +97,7 @@ class CmConnector::Impl {
   mutable std::mutex mu_;
   std::map<rdma_cm_id*, Conn> conns_;
   std::vector<std::string> dead_why_;
+  std::function<void(NodeId, const std::string&)> death_listener_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
 };
 

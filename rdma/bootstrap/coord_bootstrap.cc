@@ -1,0 +1,213 @@
+#include "rdma/bootstrap/coord_bootstrap.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "rdma/coord/internal/zk_client.h"
+
+namespace rdma::bootstrap {
+namespace {
+
+using coord::internal::NodeKind;
+using coord::internal::ZkClient;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPoll = std::chrono::milliseconds(20);
+// The bootstrap's own session: long, since it fences nothing; a killed
+// process's stale claims last this long.
+constexpr auto kSession = std::chrono::milliseconds(10'000);
+
+std::string RankName(int r) { return absl::StrFormat("%06d", r); }
+
+class CoordBootstrap final : public Bootstrap {
+ public:
+  CoordBootstrap(CoordConfig c, BootstrapOptions o) : c_(std::move(c)), o_(o) {
+    std::random_device rd;
+    while (inc_ == 0) inc_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    root_ = "/rdmads/" + c_.job + "/boot";
+  }
+
+  absl::Status Start() {
+    auto zk = ZkClient::Connect(c_.ensemble, kSession, o_.timeout);
+    if (!zk.ok()) return zk.status();
+    zk_ = *std::move(zk);
+    if (absl::Status s = zk_->EnsurePath(root_ + "/arrive"); !s.ok()) return s;
+    (void)zk_->Delete(root_ + "/abort");  // an earlier run's (fails harmlessly if it is not there)
+    if (absl::Status s = CreateWaitingOutStale(root_ + "/arrive/" + RankName(c_.rank),
+                                               absl::StrFormat("%016x", inc_), "rank's claim");
+        !s.ok()) {
+      return s;
+    }
+    // Holding the claim, this process is the only live one of its rank: what
+    // round nodes of its rank are left are an earlier run's.
+    auto dirs = zk_->Children(root_, false);
+    if (!dirs.ok()) return dirs.status();
+    for (const std::string& d : *dirs) {
+      if (d.rfind("round-", 0) != 0) continue;
+      absl::Status del = zk_->Delete(absl::StrCat(root_, "/", d, "/", RankName(c_.rank)));
+      if (!del.ok() && !absl::IsNotFound(del)) return del;
+    }
+    return absl::OkStatus();
+  }
+
+  int rank() const override { return c_.rank; }
+  int size() const override { return c_.size; }
+  const std::string& job() const override { return c_.job; }
+  absl::string_view kind() const override { return "coordinator"; }
+
+  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view blob) override {
+    if (!failed_.ok()) return absl::FailedPreconditionError(absl::StrCat("bootstrap failed earlier: ", failed_.message()));
+    if (blob.size() > kMaxBlobBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("AllGather: blob of ", blob.size(), " bytes, at most ", kMaxBlobBytes));
+    }
+    auto r = Round(blob);
+    if (!r.ok()) failed_ = r.status();
+    return r;
+  }
+
+  absl::Status Barrier() override { return AllGather("").status(); }
+
+  [[noreturn]] void Abort(int exit_code, absl::string_view reason) override {
+    std::fprintf(stderr, "rdmads: rank %d aborts the job: %.*s\n", c_.rank, static_cast<int>(reason.size()),
+                 reason.data());
+    if (zk_ != nullptr) {
+      (void)zk_->Create(root_ + "/abort", absl::StrCat("rank ", c_.rank, ": ", reason), NodeKind::kEphemeral);
+    }
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }
+
+ private:
+  // Creates the ephemeral `path`; while another process's node is there,
+  // waits for its session to end (bounded).
+  absl::Status CreateWaitingOutStale(const std::string& path, const std::string& data, const char* what) {
+    const auto deadline = Clock::now() + o_.timeout;
+    for (;;) {
+      auto made = zk_->Create(path, data, NodeKind::kEphemeral);
+      if (made.ok()) return absl::OkStatus();
+      if (!absl::IsAlreadyExists(made.status())) return made.status();
+      if (Clock::now() >= deadline) {
+        auto holder = zk_->Get(path, false);
+        return absl::FailedPreconditionError(absl::StrCat(
+            "coordinator bootstrap: the ", what, " ", path, " is held by another live process (incarnation ",
+            holder.ok() ? holder->bytes.substr(0, 16) : "?", ") for ", o_.timeout.count(),
+            " ms: two processes were started as rank ", c_.rank, " of job '", c_.job, "'"));
+      }
+      std::this_thread::sleep_for(kPoll);
+    }
+  }
+
+  absl::StatusOr<std::vector<std::string>> Round(absl::string_view blob) {
+    const std::string dir = absl::StrFormat("%s/round-%010d", root_, round_);
+    if (absl::Status s = zk_->EnsurePath(dir); !s.ok()) return s;
+    // Persistent: a rank that finishes the last collective and exits must
+    // not take its blob away from a slower one.
+    auto made = zk_->Create(dir + "/" + RankName(c_.rank), absl::StrCat(absl::StrFormat("%016x", inc_), blob),
+                            NodeKind::kPersistent);
+    if (!made.ok()) return made.status();
+    const auto deadline = Clock::now() + o_.timeout;
+    std::vector<std::string> out(static_cast<size_t>(c_.size));
+    std::vector<bool> have(static_cast<size_t>(c_.size), false);
+    if (claims_.empty()) claims_.assign(static_cast<size_t>(c_.size), "");
+    for (;;) {
+      const uint64_t seen = zk_->changes();
+      auto abort = zk_->Get(root_ + "/abort", false);
+      if (abort.ok()) return absl::AbortedError(absl::StrCat("coordinator bootstrap: the job was aborted by ", abort->bytes));
+      auto kids = zk_->Children(dir, /*watch=*/true);
+      if (!kids.ok()) return kids.status();
+      for (const std::string& k : *kids) {
+        int r = -1;
+        if (!absl::SimpleAtoi(k, &r) || r < 0 || r >= c_.size || have[r]) continue;
+        auto d = zk_->Get(dir + "/" + k, false);
+        if (absl::IsNotFound(d.status())) continue;
+        if (!d.ok()) return d.status();
+        if (claims_[r].empty()) {  // the incarnation holding rank r's claim
+          auto claim = zk_->Get(root_ + "/arrive/" + k, false);
+          if (!claim.ok() && !absl::IsNotFound(claim.status())) return claim.status();
+          if (claim.ok()) claims_[r] = claim->bytes;
+        }
+        if (claims_[r].empty() || d->bytes.compare(0, 16, claims_[r]) != 0) continue;  // stale, or not yet claimed
+        out[r] = d->bytes.substr(16);
+        have[r] = true;
+      }
+      int missing = 0;
+      for (bool h : have) missing += !h;
+      if (missing == 0) break;
+      if (Clock::now() >= deadline) {
+        std::string who;
+        for (int r = 0; r < c_.size; ++r) {
+          if (!have[r]) absl::StrAppend(&who, who.empty() ? "" : ", ", r);
+        }
+        return absl::DeadlineExceededError(absl::StrCat("coordinator bootstrap: collective ", round_, " of job '",
+                                                        c_.job, "' still misses rank(s) ", who, " after ",
+                                                        o_.timeout.count(), " ms (did they start, with RDMADS_NODES=",
+                                                        c_.size, " and RDMADS_COORDINATOR=", c_.ensemble, "?)"));
+      }
+      zk_->WaitForChange(seen, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
+    }
+    // Everyone wrote this round, so everyone finished reading the one
+    // before it: that round's node can go.
+    if (round_ >= 1) (void)zk_->Delete(absl::StrFormat("%s/round-%010d/%s", root_, round_ - 1, RankName(c_.rank)));
+    ++round_;
+    return out;
+  }
+
+  const CoordConfig c_;
+  const BootstrapOptions o_;
+  uint64_t inc_ = 0;
+  std::string root_;
+  std::unique_ptr<ZkClient> zk_;
+  std::vector<std::string> claims_;
+  int round_ = 0;
+  absl::Status failed_;
+};
+
+}  // namespace
+
+absl::StatusOr<CoordConfig> CoordConfigFromEnv(const EnvLookup& getenv) {
+  CoordConfig c;
+  const std::optional<std::string> ensemble = getenv("RDMADS_COORDINATOR");
+  const std::optional<std::string> nodes = getenv("RDMADS_NODES");
+  const std::optional<std::string> node = getenv("RDMADS_NODE_ID");
+  const std::optional<std::string> cluster = getenv("RDMADS_CLUSTER");
+  if (!ensemble || ensemble->empty()) return absl::InvalidArgumentError("RDMADS_COORDINATOR is not set");
+  c.ensemble = *ensemble;
+  if (!nodes || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*nodes), &c.size) || c.size < 1 || c.size > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("RDMADS_NODES='", nodes.value_or(""),
+                                                   "': set it to the job's number of processes, 1..1024"));
+  }
+  if (!node) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RDMADS_NODE_ID is not set: set it to this process's rank, 0..", c.size - 1));
+  }
+  const absl::string_view id = absl::StripAsciiWhitespace(*node);
+  if (id.empty() || !absl::ascii_isdigit(id[0]) || !absl::SimpleAtoi(id, &c.rank)) {
+    return absl::InvalidArgumentError(absl::StrCat("RDMADS_NODE_ID='", *node, "' is not a rank: set it to 0..", c.size - 1));
+  }
+  if (c.rank >= c.size) {
+    return absl::OutOfRangeError(
+        absl::StrCat("RDMADS_NODE_ID=", c.rank, " is out of range: RDMADS_NODES=", c.size, ", so ranks are 0..", c.size - 1));
+  }
+  if (cluster) c.job = *cluster;
+  if (c.job.empty() || c.job.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("RDMADS_CLUSTER='", c.job, "': want a non-empty name without '/'"));
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Bootstrap>> CreateCoordBootstrap(const CoordConfig& config,
+                                                                 const BootstrapOptions& options) {
+  auto b = std::make_unique<CoordBootstrap>(config, options);
+  if (absl::Status s = b->Start(); !s.ok()) return s;
+  return std::unique_ptr<Bootstrap>(std::move(b));
+}
+
+}  // namespace rdma::bootstrap

@@ -1,0 +1,48 @@
+#ifndef RDMA_BOOTSTRAP_COORD_BOOTSTRAP_H_
+#define RDMA_BOOTSTRAP_COORD_BOOTSTRAP_H_
+
+// The coordinator Bootstrap (rdma/bootstrap.h) for jobs without a launcher:
+// a rendezvous through the job's ZooKeeper ensemble, which the job's
+// membership uses too (docs/design.md §5, "Bootstrap").
+//
+//   RDMADS_COORDINATOR=127.0.0.1:2181 RDMADS_NODES=3 RDMADS_NODE_ID=1 ./service
+//   // FromEnvironment picks it when RDMADS_COORDINATOR and RDMADS_NODES are set
+//
+// Under /rdmads/<job>/boot: each rank claims arrive/<rank> (ephemeral, its
+// incarnation), so a second live process of a rank waits and then fails,
+// naming the holder, and a killed earlier run's claim is waited out (its
+// session, 10 s). Holding the claim, it deletes its rank's round nodes left
+// by an earlier run. Collective k writes round-<k>/<rank> (persistent:
+// incarnation, then blob; each rank deletes its node of k-1 once k is
+// complete) and waits until every rank's node is there and names the
+// incarnation that holds that rank's claim (learned once, in the first
+// collective, so a rank that finished and exited still counts).
+// Abort writes an abort node that fails everyone's next wait at once.
+// Every wait is bounded by BootstrapOptions::timeout.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rdma/bootstrap.h"
+#include "rdma/bootstrap/peer_list.h"
+
+namespace rdma::bootstrap {
+
+struct CoordConfig {
+  std::string ensemble;  // "host:port[,host:port...]"
+  std::string job = "rdmads";
+  int rank = 0;
+  int size = 1;
+};
+
+// RDMADS_COORDINATOR, RDMADS_NODES, RDMADS_NODE_ID, RDMADS_CLUSTER.
+absl::StatusOr<CoordConfig> CoordConfigFromEnv(const EnvLookup& getenv);
+
+absl::StatusOr<std::unique_ptr<Bootstrap>> CreateCoordBootstrap(const CoordConfig& config,
+                                                                 const BootstrapOptions& options = {});
+
+}  // namespace rdma::bootstrap
+
+#endif  // RDMA_BOOTSTRAP_COORD_BOOTSTRAP_H_
