@@ -79,6 +79,37 @@ TEST(CmHandshake, RestartedProcessesAreRefusedOnBothSides) {
   EXPECT_NE(s.message().find("node 2 is another incarnation"), std::string::npos) << s;
 }
 
+// Every refusal holds for control connections as for data ones: a restarted
+// or duplicate process of a rank (another incarnation than its card's) gets
+// no control connection either, so the responder never tracks one whose
+// loss could be taken for the live process's death.
+TEST(CmHandshake, EveryRefusalHoldsForBothKinds) {
+  for (ConnectionKind kind : {ConnectionKind::kControl, ConnectionKind::kData}) {
+    SCOPED_TRACE(kind == ConnectionKind::kControl ? "control" : "data");
+    ConnectRequest good = Request();
+    good.kind = kind;
+    good.qp_num = kind == ConnectionKind::kControl ? 0 : good.qp_num;
+    EXPECT_TRUE(CheckRequest(good, Node1()).ok());
+    ConnectRequest r = good;
+    r.job_hash = JobHash("other");
+    EXPECT_TRUE(absl::IsFailedPrecondition(CheckRequest(r, Node1())));
+    r = good;
+    r.to = 0;
+    EXPECT_TRUE(absl::IsFailedPrecondition(CheckRequest(r, Node1())));
+    r = good;
+    r.from = 3;
+    EXPECT_TRUE(absl::IsFailedPrecondition(CheckRequest(r, Node1())));
+    r = good;
+    r.to_incarnation = 12;  // the responder restarted
+    EXPECT_TRUE(absl::IsFailedPrecondition(CheckRequest(r, Node1())));
+    r = good;
+    r.from_incarnation = 23;  // a restarted or duplicate process of rank 2
+    absl::Status s = CheckRequest(r, Node1());
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    EXPECT_NE(s.message().find("node 2 is another incarnation"), std::string::npos) << s;
+  }
+}
+
 TEST(CmHandshake, ADataRequestMustNameItsQp) {
   ConnectRequest r = Request();
   r.qp_num = 0;
