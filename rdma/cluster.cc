@@ -178,6 +178,9 @@ absl::Status Cluster::ServingStatus() const {
 }
 
 Cluster::~Cluster() {
+  // The connector's death listener reports to the membership: unhook it
+  // before the membership goes.
+  if (remote_ != nullptr) remote_->SetDeathListener(nullptr);
   membership_.reset();
   {
     std::lock_guard<std::mutex> l(watch_mu_);

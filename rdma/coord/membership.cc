@@ -146,9 +146,28 @@ absl::Status Membership::Serving() const {
 }
 
 absl::Status Membership::ReportDeath(uint32_t rank, uint64_t incarnation, const std::string& why) {
-  Report r{rank, incarnation, o_.rank, o_.incarnation};
-  auto made = zk_->Create(Root() + "/reports/r-", EncodeReport(r, why), NodeKind::kPersistentSequential);
-  return made.ok() ? absl::OkStatus() : made.status();
+  return StoreReport(EncodeReport(Report{rank, incarnation, o_.rank, o_.incarnation}, why));
+}
+
+absl::Status Membership::StoreReport(const std::string& report) {
+  auto made = zk_->Create(Root() + "/reports/r-", report, NodeKind::kPersistentSequential);
+  if (!made.ok()) return made.status();
+  // The suspect may be the manager, whose reports nobody reads until its
+  // session expires: its election node goes now, so the next process
+  // manages at once (a live suspect finds it gone and fences itself, as it
+  // would once the manager drops it).
+  Report r;
+  if (!DecodeReport(report, &r) || !current().Has(o_.rank, o_.incarnation)) return absl::OkStatus();
+  auto kids = zk_->Children(Root() + "/election", false);
+  if (!kids.ok()) return kids.status();
+  const std::string suspect = MemberName(r.suspect, r.suspect_inc);
+  for (const std::string& k : *kids) {
+    auto d = zk_->Get(Root() + "/election/" + k, false);
+    if (!d.ok() || d->bytes != suspect) continue;
+    absl::Status del = zk_->Delete(Root() + "/election/" + k);
+    if (!del.ok() && !absl::IsNotFound(del)) return del;
+  }
+  return absl::OkStatus();
 }
 
 void Membership::ReportDeathAsync(uint32_t rank, uint64_t incarnation, const std::string& why) {
@@ -160,15 +179,18 @@ void Membership::ReportDeathAsync(uint32_t rank, uint64_t incarnation, const std
 }
 
 void Membership::Fence(const absl::Status& why) {
+  if (fenced()) return;  // only the membership thread fences
+  const absl::Status status = absl::UnavailableError(absl::StrCat("rank ", o_.rank, " is fenced: ", why.message()));
+  manager_.store(false, std::memory_order_release);
+  // Stop serving (the owner shuts its node down) before saying so: a thread
+  // that Serving() held back after a pause finds the node already down.
+  if (o_.on_fenced) o_.on_fenced(status);
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (fenced()) return;
-    fence_why_ = absl::UnavailableError(absl::StrCat("rank ", o_.rank, " is fenced: ", why.message()));
+    fence_why_ = status;
     fenced_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
-  manager_.store(false, std::memory_order_release);
-  if (o_.on_fenced) o_.on_fenced(fence_why_);
   // Leave the election so that another process manages at once (best effort:
   // an expired session has lost it already).
   (void)zk_->Delete(election_path_);
@@ -237,8 +259,7 @@ absl::Status Membership::Step() {
       if (pending_reports_.empty()) break;
       report = pending_reports_.front();
     }
-    auto made = zk_->Create(Root() + "/reports/r-", report, NodeKind::kPersistentSequential);
-    if (!made.ok()) return made.status();
+    if (absl::Status s = StoreReport(report); !s.ok()) return s;
     std::lock_guard<std::mutex> l(mu_);
     pending_reports_.pop_front();
   }

@@ -82,7 +82,8 @@ class Membership {
   // OK while this process may serve (see the contract), else Unavailable.
   absl::Status Serving() const;
   bool fenced() const { return fenced_.load(std::memory_order_acquire); }
-  // Tells the manager that (rank, incarnation) is dead. Returns once the
+  // Tells the manager that (rank, incarnation) is dead, and takes the
+  // suspect out of the election (it may be the manager). Returns once the
   // report is stored; Unavailable if the coordinator is unreachable.
   absl::Status ReportDeath(uint32_t rank, uint64_t incarnation, const std::string& why);
   // ReportDeath from a thread that must not block (a CM event thread): the
@@ -104,6 +105,7 @@ class Membership {
   absl::Status ApplyNewEpochs();
   absl::Status Manage();
   absl::Status Confirm();
+  absl::Status StoreReport(const std::string& report);
   void Fence(const absl::Status& why);
   std::string Root() const { return "/rdmads/" + o_.job; }
 

@@ -55,6 +55,7 @@ GUEST_TESTS=(
   //tests/structures:skiplist_two_node_test
   //tests/structures:named_test
   //tests/structures:kill_test
+  //tests/verbs:agreed_death_test
 )
 # One guest, several processes: label@npN runs under `mpirun -np N`.
 MPI_TESTS=(

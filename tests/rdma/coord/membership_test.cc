@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "testing/zk_server.h"
-#include "tests/rdma/coord/probe_process.h"
+#include "testing/probe_process.h"
 
 namespace {
 

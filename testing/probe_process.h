@@ -1,5 +1,5 @@
-#ifndef TESTS_RDMA_COORD_PROBE_PROCESS_H_
-#define TESTS_RDMA_COORD_PROBE_PROCESS_H_
+#ifndef TESTING_PROBE_PROCESS_H_
+#define TESTING_PROBE_PROCESS_H_
 
 // ProbeProcess: a child process driven over its stdin and stdout, one line
 // at a time (membership_probe, cluster probes). Every wait has a deadline.
@@ -24,7 +24,9 @@ namespace rdmads_testing {
 
 class ProbeProcess {
  public:
-  explicit ProbeProcess(const std::vector<std::string>& argv);
+  // `env`: "K=V" sets K for the child, a bare "K" removes it; the rest of
+  // this process's environment is passed on.
+  explicit ProbeProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
   ~ProbeProcess();  // SIGKILL if still running
   ProbeProcess(const ProbeProcess&) = delete;
   ProbeProcess& operator=(const ProbeProcess&) = delete;
@@ -58,4 +60,4 @@ class ProbeProcess {
 
 }  // namespace rdmads_testing
 
-#endif  // TESTS_RDMA_COORD_PROBE_PROCESS_H_
+#endif  // TESTING_PROBE_PROCESS_H_

@@ -1,4 +1,4 @@
-#include "tests/rdma/coord/probe_process.h"
+#include "testing/probe_process.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -11,7 +11,21 @@ extern char** environ;
 
 namespace rdmads_testing {
 
-ProbeProcess::ProbeProcess(const std::vector<std::string>& argv) {
+ProbeProcess::ProbeProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string v(*e);
+    const std::string key = v.substr(0, v.find('='));
+    bool overridden = false;
+    for (const std::string& o : env) overridden |= o.substr(0, o.find('=')) == key;
+    if (!overridden) vars.push_back(v);
+  }
+  for (const std::string& o : env) {
+    if (o.find('=') != std::string::npos) vars.push_back(o);
+  }
+  std::vector<char*> envp;
+  for (std::string& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0) return;
   if (pipe2(out, O_CLOEXEC) != 0) {
@@ -28,7 +42,7 @@ ProbeProcess::ProbeProcess(const std::vector<std::string>& argv) {
   for (std::string& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   close(in[0]);
   close(out[1]);
