@@ -51,19 +51,23 @@ std::string Tail(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ZkServer>> ZkServer::Start() {
+absl::StatusOr<std::unique_ptr<ZkServer>> ZkServer::Start(const ZkServerOptions& options) {
   std::unique_ptr<ZkServer> s(new ZkServer());
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::string tmpl = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/zk.XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) return absl::InternalError("mkdtemp failed");
   s->dir_ = tmpl;
-  auto port = FreePort();
-  if (!port.ok()) return port.status();
-  s->port_ = *port;
-  s->address_ = absl::StrCat("127.0.0.1:", s->port_);
+  if (options.port != 0) {
+    s->port_ = options.port;
+  } else {
+    auto port = FreePort();
+    if (!port.ok()) return port.status();
+    s->port_ = *port;
+  }
+  s->address_ = absl::StrCat(options.host, ":", s->port_);
   std::ofstream cfg(s->dir_ + "/zoo.cfg");
   cfg << "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=" << s->dir_ << "/data\nclientPort=" << s->port_
-      << "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nminSessionTimeout=200\nmaxSessionTimeout=60000\n";
+      << "\nclientPortAddress=" << options.host << "\nadmin.enableServer=false\nminSessionTimeout=200\nmaxSessionTimeout=60000\n";
   cfg.close();
   if (absl::Status st = s->Launch(); !st.ok()) return st;
   return s;

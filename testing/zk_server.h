@@ -22,9 +22,14 @@
 
 namespace rdmads_testing {
 
+struct ZkServerOptions {
+  std::string host = "127.0.0.1";  // the address it listens on
+  int port = 0;                    // 0: a free one
+};
+
 class ZkServer {
  public:
-  static absl::StatusOr<std::unique_ptr<ZkServer>> Start();
+  static absl::StatusOr<std::unique_ptr<ZkServer>> Start(const ZkServerOptions& options = {});
   // RDMADS_TEST_COORDINATOR if set (and then *owned is null), else a server of
   // the caller's own in *owned.
   static absl::StatusOr<std::string> Shared(std::unique_ptr<ZkServer>* owned);

@@ -149,6 +149,14 @@ done
 tools/setup_deps.sh $([[ $quick -eq 0 ]] && echo --guest) || exit 1
 trap_interrupts
 
+# One ZooKeeper server on loopback for the tests that need a coordinator
+# (testing/zk_server.h; a test that stops its server starts its own),
+# stopped when this script ends, however it ends.
+zk_pidfile=$(mktemp)
+trap 'tools/coordinator.sh stop --pidfile "$zk_pidfile"' EXIT
+zk_addr=$(tools/coordinator.sh start --port 0 --pidfile "$zk_pidfile") ||
+  { echo "run_tests.sh: could not start the tests' ZooKeeper server (tools/coordinator.sh)" >&2; exit 1; }
+
 start=$(date +%s)
 
 run_bazel() {  # $1 = label, rest = bazel args
@@ -162,7 +170,7 @@ run_bazel() {  # $1 = label, rest = bazel args
   # codes that the counting below does not expect).
   run_child "$log" bazel_progress \
     bazel test --test_summary=short --flaky_test_attempts=1 --nocache_test_results --color=no --curses=no \
-    "$@" //...
+    --test_env=RDMADS_TEST_COORDINATOR="$zk_addr" "$@" //...
   rc=$?
   count_bazel_log "$label" "$log" "$rc"
   excerpt_failed_logs "$label" "$log" "$(bazel info "$@" bazel-testlogs 2>/dev/null)"

@@ -6,6 +6,12 @@
 // ~1.07 s, docs/design.md §5 "Connecting"); after that every operation on
 // node 1 fails at once, node 1's responder QP on node 0 is gone, and node 0's
 // own part keeps working.
+//
+// With RDMADS_COORDINATOR set (the script's second boot), both nodes open an
+// rdma::Cluster with that coordinator, node 0 running the ZooKeeper server
+// at that address: node 1's death is agreed when its session expires
+// (coordinator_session 2 s), and node 0's next operation fails within
+// kAgreedBound instead.
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,9 +23,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rdma/cluster.h"
 #include "rdma/cm/cm_connector.h"
 #include "rdma/session.h"
 #include "testing/node_harness.h"
+#include "testing/zk_server.h"
 #include "util/status_macros.h"
 
 namespace rdma {
@@ -27,6 +35,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kBound = 12.0;  // seconds: ~7.5 s of retries plus a loaded host's slack
+constexpr double kAgreedBound = 2.5;  // seconds: a 2 s session expiring, plus the new epoch
 
 [[noreturn]] void PowerOffThisGuest() {
   std::printf("node 1: powering this guest off\n");
@@ -73,8 +82,57 @@ absl::Status Survive(Node& node, Connector& peers, Bootstrap& boot) {
   return absl::OkStatus();
 }
 
+absl::Status SurviveAgreed(Cluster& c) {
+  Node& node = c.node(c.self());
+  ASSIGN_OR_RETURN(RemotePtr word, node.Allocate(64));
+  const uint64_t offset = node.OffsetOf(word);
+  ASSIGN_OR_RETURN(auto session, c.ThisThread());
+  RETURN_IF_ERROR(c.Barrier());
+  if (c.self() == 1) PowerOffThisGuest();
+  ASSIGN_OR_RETURN(ArenaInfo a1, c.Arena(1));
+  const RemotePtr there(1, a1.base + offset);
+  const uint64_t epoch = c.membership()->current().epoch;
+  const rdma::testing::FirstFailure first =
+      rdma::testing::RunUntilItFails([&] { return session->Read64(there).status(); }, std::chrono::seconds(60));
+  const double detect_s = first.seconds_after_last_success;
+  std::printf("node 0 (coordinator): %d READs to node 1, then after %.2f s: %s (epoch %llu -> %llu)\n",
+              first.successes, detect_s, first.status.ToString().c_str(), static_cast<unsigned long long>(epoch),
+              static_cast<unsigned long long>(c.membership()->current().epoch));
+  if (!absl::IsUnavailable(first.status) || first.status.message().find("dropped in epoch") == std::string::npos) {
+    return absl::InternalError(absl::StrCat("expected Unavailable naming the epoch that dropped node 1, got ",
+                                            first.status.ToString()));
+  }
+  if (detect_s > kAgreedBound) {
+    return absl::InternalError(absl::StrCat("agreed after ", detect_s, " s, bound ", kAgreedBound, " s"));
+  }
+  RETURN_IF_ERROR(session->FetchAndAdd(word, 1).status());  // node 0's own part keeps working
+  return absl::OkStatus();
+}
+
 TEST(HostDeath, APoweredOffPeerIsAnErrorWithinTheBound) {
   if (!rdma::testing::OneNodePerProcess()) GTEST_SKIP() << "run by tests/verbs/host_death_test.sh (two guests)";
+  const char* coordinator = std::getenv("RDMADS_COORDINATOR");
+  if (coordinator != nullptr && *coordinator != '\0') {
+    // Node 0 runs the server, at the address both nodes were given.
+    std::unique_ptr<rdmads_testing::ZkServer> server;
+    const std::string at(coordinator);
+    const auto colon = at.rfind(':');
+    if (std::getenv("RDMADS_NODE_ID") != nullptr && std::string(std::getenv("RDMADS_NODE_ID")) == "0") {
+      auto s = rdmads_testing::ZkServer::Start({at.substr(0, colon), std::stoi(at.substr(colon + 1))});
+      ASSERT_TRUE(s.ok()) << s.status();
+      server = *std::move(s);
+    }
+    ClusterOptions o;
+    o.node.arena_bytes = 1 << 20;
+    o.named_bytes = 0;
+    o.coordinator_session = std::chrono::milliseconds(2000);
+    auto c = Cluster::Open(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ((*c)->processes(), 2);
+    absl::Status st = SurviveAgreed(**c);
+    EXPECT_TRUE(st.ok()) << st;
+    return;
+  }
   auto pn = rdma::testing::OpenProcessNode(1 << 20);
   ASSERT_TRUE(pn.ok()) << pn.status();
   ASSERT_EQ(pn->boot->size(), 2) << "two nodes: the survivor and the one that powers off";

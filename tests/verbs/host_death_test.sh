@@ -1,9 +1,11 @@
 #!/bin/bash
 # Two Soft-RoCE guests, one node each (peer list); node 1 powers its guest off
 # mid-run and node 0 must see Unavailable within the bound
-# (tests/verbs/host_death_test.cc). Passes when guest 0's test passed and
-# guest 1 went away without an exit code, as a dead host does.
-#   tests/verbs/host_death_test.sh [--no-build]      (~40 s; exit 0 = pass)
+# (tests/verbs/host_death_test.cc). Two boots: without a coordinator, then
+# with one (ZooKeeper in guest 0, node 1's death agreed when its session
+# expires). Passes when guest 0's test passed and guest 1 went away without
+# an exit code, as a dead host does, both times.
+#   tests/verbs/host_death_test.sh [--no-build]      (~90 s; exit 0 = pass)
 # Env: RDMADS_BAZEL_FLAGS as in run_guest_tests.sh; HOST_DEATH_TIMEOUT (240 s).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
@@ -24,12 +26,19 @@ BIN=$(bazel info "${FLAGS[@]}" bazel-bin 2>/dev/null)/tests/verbs/host_death_tes
 [ -x "$BIN" ] || { echo "host_death_test.sh: $BIN not built" >&2; exit 1; }
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
-tools/rxe_vm/rxe_run --two-guests --timeout "${HOST_DEATH_TIMEOUT:-240}" --env RDMADS_FABRICS=verbs \
-  -- bash tests/verbs/guest_exec.sh "hd=$BIN" 2>&1 | tee "$LOG"
 ok=1
-grep -q '^\[guest0\] @@END hd rc=0 ' "$LOG" || { echo "host_death_test.sh: FAIL: node 0's test did not pass"; ok=0; }
-grep -q '^\[guest0\] \[  PASSED  \] 1 test' "$LOG" || { echo "host_death_test.sh: FAIL: node 0 ran no passing test"; ok=0; }
-grep -q 'node 1: powering this guest off' "$LOG" || { echo "host_death_test.sh: FAIL: node 1 never powered off"; ok=0; }
-if grep -q '^\[guest1\] @@END' "$LOG"; then echo "host_death_test.sh: FAIL: guest 1 survived its power-off"; ok=0; fi
-[ $ok = 1 ] && echo "host_death_test.sh: PASS ($(grep -o 'node 0: [0-9]* READs.*after [0-9.]* s' "$LOG" | head -1))"
+# Two boots: the peer list alone (the QPs' retries see the death), then with
+# a coordinator that node 0 runs (the death is agreed when node 1's session
+# expires).
+for mode in plain coordinator; do
+  env=()
+  [ $mode = coordinator ] && env=(--env RDMADS_COORDINATOR=10.0.0.1:2181)
+  tools/rxe_vm/rxe_run --two-guests --timeout "${HOST_DEATH_TIMEOUT:-240}" --env RDMADS_FABRICS=verbs "${env[@]}" \
+    -- bash tests/verbs/guest_exec.sh "hd=$BIN" 2>&1 | tee "$LOG"
+  grep -q '^\[guest0\] @@END hd rc=0 ' "$LOG" || { echo "host_death_test.sh: FAIL ($mode): node 0's test did not pass"; ok=0; }
+  grep -q '^\[guest0\] \[  PASSED  \] 1 test' "$LOG" || { echo "host_death_test.sh: FAIL ($mode): node 0 ran no passing test"; ok=0; }
+  grep -q 'node 1: powering this guest off' "$LOG" || { echo "host_death_test.sh: FAIL ($mode): node 1 never powered off"; ok=0; }
+  if grep -q '^\[guest1\] @@END' "$LOG"; then echo "host_death_test.sh: FAIL ($mode): guest 1 survived its power-off"; ok=0; fi
+  [ $ok = 1 ] && echo "host_death_test.sh: $mode PASS ($(grep -o 'node 0[ (a-z)]*: [0-9]* READs.*after [0-9.]* s' "$LOG" | head -1))"
+done
 [ $ok = 1 ]

@@ -148,7 +148,7 @@ TEST(MembershipTest, ARestartedRankRejoinsAndADuplicateWaits) {
   auto zk = ZkServer::Shared(&own);
   ASSERT_TRUE(zk.ok()) << zk.status();
   const std::string job = Job("rejoin");
-  const int kSessionMs = 1500;
+  const int kSessionMs = 3000;
   std::vector<Member> ms;
   for (int r = 0; r < 3; ++r) ms.push_back(StartMember(*zk, job, 3, r, kSessionMs));
   for (Member& m : ms) ASSERT_TRUE(Joined(m)) << m.p->Transcript();
@@ -178,7 +178,7 @@ TEST(MembershipTest, AProcessPausedPastItsSessionFencesItselfOnResume) {
   auto zk = ZkServer::Shared(&own);
   ASSERT_TRUE(zk.ok()) << zk.status();
   const std::string job = Job("pause");
-  const int kSessionMs = 1500;
+  const int kSessionMs = 3000;
   std::vector<Member> ms;
   for (int r = 0; r < 2; ++r) ms.push_back(StartMember(*zk, job, 2, r, kSessionMs));
   for (Member& m : ms) ASSERT_TRUE(Joined(m)) << m.p->Transcript();
