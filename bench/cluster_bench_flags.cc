@@ -97,7 +97,8 @@ const std::vector<Flag>& Flags() {
   static const auto* flags = new std::vector<Flag>{
       {"in-process", "N",
        "run N nodes in this process, one thread group per node, for a quick look; 0: one node per\n"
-       "process from the job's environment (mpirun, srun, or RDMADS_NODE_ID + RDMADS_PEERS).\n"
+       "process from the job's environment (mpirun, srun, or the coordinator: RDMADS_COORDINATOR,\n"
+       "RDMADS_NODES, RDMADS_NODE_ID).\n"
        "Default 0",
        [](absl::string_view v, Config& c) {
          int64_t x = 0;
@@ -302,7 +303,7 @@ std::string Usage() {
       "queue operation is an enqueue and a dequeue). Progress goes to stderr.\n"
       "\n"
       "  mpirun -np 3 cluster_bench                       one node per process (PMIx; srun likewise)\n"
-      "  RDMADS_NODE_ID=i RDMADS_PEERS=h0:p,h1:p cluster_bench   the peer list (rdma/bootstrap.h)\n"
+      "  RDMADS_COORDINATOR=h:2181 RDMADS_NODES=3 RDMADS_NODE_ID=i cluster_bench   no launcher (rdma/bootstrap.h)\n"
       "  cluster_bench --in-process=3 --seconds=1         3 nodes in this process, soft NIC\n"
       "  mpirun -np 3 cluster_bench --check-costs         the uncontended remote costs, checked\n"
       "\n"

@@ -24,7 +24,7 @@ PY=/usr/bin/python3
 [[ -x $PY ]] || PY=python3
 T=${TEST_TMPDIR:-$(mktemp -d)}
 # No job in the environment: every run here is in process unless it says so.
-unset PMIX_NAMESPACE RDMADS_NODE_ID RDMADS_PEERS RDMADS_PEERS_FILE RDMADS_CLUSTER
+unset PMIX_NAMESPACE RDMADS_NODE_ID RDMADS_NODES RDMADS_COORDINATOR RDMADS_CLUSTER
 FAILED=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; FAILED=1; }
@@ -68,9 +68,10 @@ bad "nothing to run" --structures=hash_map --workloads=e
 bad "needs keys homed on another node" --in-process=1 --local=0
 bad "needs at least 2 nodes" --in-process=1 --check-costs
 bad "--fabric=soft" --fabric=soft --device=rxe0 --in-process=2
-# No launcher, no peer list, no --in-process: a setup error (1) that says what to set.
-run 30 --seconds=1
-if [ $RC = 1 ] && grep -q "RDMADS_PEERS" "$T/err" && grep -q -- "--in-process" "$T/err"; then
+# Three processes asked for, but no launcher, no coordinator and no
+# --in-process: a setup error (1) that says what to set.
+RDMADS_NODES=3 RDMADS_NODE_ID=1 run 30 --seconds=1
+if [ $RC = 1 ] && grep -q "RDMADS_COORDINATOR" "$T/err" && grep -q -- "--in-process" "$T/err"; then
   pass "no job -> exit 1: $(head -1 "$T/err")"
 else
   fail "no job: exit $RC (want 1), stderr: $(cat "$T/err")"

@@ -23,20 +23,20 @@ if ! diff <(printf '%s\n' "$block") "$source" >/tmp/readme_example_diff.$$ 2>&1;
 fi
 rm -f /tmp/readme_example_diff.$$
 
-# A one-process job on the soft NIC, through the peer list on loopback.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-out=$(RDMADS_FABRIC=soft RDMADS_NODE_ID=0 RDMADS_PEERS=127.0.0.1:$port RDMADS_CLUSTER=readme-$$ \
-      timeout -k 5 60 "$bin" 2>&1)
+# A one-process job on the soft NIC: no launcher, no coordinator.
+out=$(env -u PMIX_NAMESPACE -u RDMADS_COORDINATOR -u RDMADS_NODES -u RDMADS_NODE_ID RDMADS_FABRIC=soft \
+      RDMADS_CLUSTER=readme-$$ timeout -k 5 60 "$bin" 2>&1)
 rc=$?
 [ $rc = 0 ] || fail "service exited $rc: $out"
 [ "$out" = "rank 0 read rank 0's login" ] || fail "unexpected output: $out"
 
-# No launcher: a clear error, exit 1, no hang.
-out=$(env -u PMIX_NAMESPACE -u RDMADS_NODE_ID -u RDMADS_PEERS -u RDMADS_PEERS_FILE timeout -k 5 60 "$bin" 2>&1)
+# Three processes asked for, but no launcher and no coordinator: a clear
+# error, exit 1, no hang.
+out=$(env -u PMIX_NAMESPACE -u RDMADS_COORDINATOR RDMADS_NODES=3 RDMADS_NODE_ID=1 timeout -k 5 60 "$bin" 2>&1)
 rc=$?
-[ $rc = 1 ] || fail "without a launcher service exited $rc (want 1): $out"
+[ $rc = 1 ] || fail "without a launcher or a coordinator service exited $rc (want 1): $out"
 case $out in
-  *RDMADS_PEERS*) ;;
-  *) fail "without a launcher the error does not say what to set: $out" ;;
+  *RDMADS_COORDINATOR*) ;;
+  *) fail "without a launcher or a coordinator the error does not say what to set: $out" ;;
 esac
 echo "PASS: README's example is examples/service.cc, and it runs"

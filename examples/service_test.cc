@@ -2,12 +2,10 @@
 // process's rank: under `mpirun -np 3` in the Soft-RoCE guest
 // (tests/verbs/run_guest_tests.sh) each rank's run reads the next rank's
 // login across processes; anywhere else it is a one-process job on the soft
-// NIC, through the peer list on loopback.
+// NIC (no launcher, no coordinator).
 
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,23 +24,6 @@ std::string Here() {
   if (n <= 0) return ".";
   std::string self(buf, static_cast<size_t>(n));
   return self.substr(0, self.rfind('/'));
-}
-
-// A loopback port nobody listens on now: bound to port 0, the kernel's pick.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 bool UnderALauncher() {
@@ -66,11 +47,8 @@ TEST(ServiceExample, EveryRankReadsTheNextRanksLogin) {
       }
     }
   } else {
-    // A one-process job: the peer list, on a port the kernel picked.
-    const int port = FreePort();
-    ASSERT_NE(port, 0) << "no free loopback port";
-    env = absl::StrCat("RDMADS_FABRIC=soft RDMADS_NODE_ID=0 RDMADS_CLUSTER=service-test-", getpid(),
-                       " RDMADS_PEERS=127.0.0.1:", port, " ");
+    // A one-process job: nothing to meet.
+    env = absl::StrCat("RDMADS_FABRIC=soft RDMADS_CLUSTER=service-test-", getpid(), " ");
   }
   const std::string cmd = absl::StrCat(env, "timeout -k 5 120 ", Here(), "/service 2>&1");
   FILE* p = popen(cmd.c_str(), "r");

@@ -3,13 +3,14 @@
 
 // Bootstrap: who am I in the job, how many are we, and small collectives to
 // swap connection data before any QP exists (docs/design.md §5, "Bootstrap").
-// FromEnvironment picks PMIx when a launcher set PMIX_NAMESPACE (mpirun,
-// srun --mpi=pmix), else a rendezvous through the coordinator when
-// RDMADS_COORDINATOR and RDMADS_NODES (the job's size) are set
-// (rdma/bootstrap/coord_bootstrap.h), else a peer list: RDMADS_NODE_ID (this rank),
-// RDMADS_PEERS ("host:port,...", index = rank) or RDMADS_PEERS_FILE (one
-// host:port a line, '#' comments), RDMADS_CLUSTER (job name, default
-// "rdmads"). The peer list's wire format is in rdma/bootstrap/peer_list.h.
+// FromEnvironment picks, in this order:
+//  * PMIx when a launcher set PMIX_NAMESPACE (mpirun, srun --mpi=pmix);
+//  * the coordinator's rendezvous when RDMADS_COORDINATOR is set, with
+//    RDMADS_NODES (the job's size), RDMADS_NODE_ID (this rank) and
+//    RDMADS_CLUSTER (the job's name, default "rdmads")
+//    (rdma/bootstrap/coord_bootstrap.h);
+//  * else a job of this one process (RDMADS_NODES and RDMADS_NODE_ID, if
+//    set, must say 1 and 0).
 //
 //   ASSIGN_OR_RETURN(auto boot, rdma::Bootstrap::FromEnvironment());
 //   ASSIGN_OR_RETURN(std::vector<std::string> all, boot->AllGather(my_info));
@@ -23,12 +24,10 @@
 // do; no exception leaves the library. A failed collective leaves the object
 // failed: later collectives return FailedPrecondition with the first error.
 //
-// Bounds: every wait has a deadline, BootstrapOptions::timeout (60 s). Peer
-// list: rank 0 waits up to `timeout` for all ranks to arrive; another rank
-// waits up to `timeout` to reach rank 0, then up to `timeout` + 2 s for its
-// reply, so every collective returns within 2 x timeout + 2 s. PMIx: the
-// timeout goes to Fence and Get as PMIX_TIMEOUT, which a server may ignore.
-// Blobs are at most kMaxBlobBytes each.
+// Bounds: every wait has a deadline, BootstrapOptions::timeout (60 s): the
+// coordinator's rendezvous waits that long for every rank of a collective;
+// PMIx gets it as PMIX_TIMEOUT, which a server may ignore. Blobs are at most
+// kMaxBlobBytes each.
 
 #include <chrono>
 #include <cstddef>
@@ -50,8 +49,8 @@ class Bootstrap {
  public:
   static constexpr size_t kMaxBlobBytes = 64 * 1024;
 
-  // PMIx if PMIX_NAMESPACE is set, else the RDMADS_* peer list; an error
-  // saying what to set when neither is there.
+  // See the top: PMIx, the coordinator, or this one process; an error
+  // saying what to set when the variables contradict each other.
   static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnvironment(const BootstrapOptions& options = {});
 
   virtual ~Bootstrap() = default;
@@ -60,7 +59,7 @@ class Bootstrap {
   virtual int size() const = 0;
   // The job's identity: the PMIx namespace, or RDMADS_CLUSTER.
   virtual const std::string& job() const = 0;
-  // "pmix", "coordinator" or "peer-list".
+  // "pmix", "coordinator" or "single-process".
   virtual absl::string_view kind() const = 0;
 
   // Every rank's blob, indexed by rank.
@@ -68,8 +67,8 @@ class Bootstrap {
   // Returns once every rank has called it.
   virtual absl::Status Barrier() = 0;
   // Ends this process with `exit_code` after printing `reason` to stderr;
-  // under PMIx the launcher also ends the other ranks. Peer list: the others
-  // see their next collective fail.
+  // under PMIx the launcher also ends the other ranks; with the coordinator
+  // the others' next collective fails at once, naming this rank.
   [[noreturn]] virtual void Abort(int exit_code, absl::string_view reason) = 0;
 };
 

@@ -5,7 +5,7 @@
 // right order, the bootstrap, the fabric and device, this process's node(s)
 // and the connector that reaches the others (docs/design.md §5).
 //
-//   // A service, one node per process, launched by mpirun, srun or a peer list:
+//   // A service, one node per process, launched by mpirun, srun or through the coordinator:
 //   ASSIGN_OR_RETURN(std::unique_ptr<rdma::Cluster> cluster, rdma::Cluster::Open());
 //   ASSIGN_OR_RETURN(std::unique_ptr<rdma::Session> thread, cluster->ThisThread());
 //
@@ -14,7 +14,7 @@
 //   ASSIGN_OR_RETURN(auto thread, cluster->ThisThread(/*node=*/1));
 //
 // Open reads the job from the environment (rdma/bootstrap.h: PMIx under
-// mpirun or srun, else RDMADS_NODE_ID and RDMADS_PEERS), opens the verbs
+// mpirun or srun, else the coordinator's rendezvous, else one process), opens the verbs
 // device (FabricKind::kAuto means RDMADS_FABRIC if set, else verbs; the soft
 // NIC only when asked, and only for a one-process job), creates node rank() and connects it to
 // every other node with rdma_cm (rdma/cm/cm_connector.h). Create puts every

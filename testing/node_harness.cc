@@ -184,7 +184,7 @@ absl::StatusOr<ProcessNode> OpenProcessNode(size_t arena_bytes) {
 }
 
 bool OneNodePerProcess() {
-  return std::getenv("PMIX_NAMESPACE") != nullptr || std::getenv("RDMADS_NODE_ID") != nullptr;
+  return std::getenv("PMIX_NAMESPACE") != nullptr || std::getenv("RDMADS_COORDINATOR") != nullptr;
 }
 
 void RunNodes(const NodeBody& body, int in_process_nodes) {

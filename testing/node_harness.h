@@ -3,9 +3,9 @@
 
 // Runs a multi-node test body, each node with its own rdma::Node, Connector
 // and Bootstrap, in one of two modes:
-//  * one node per process, when a launcher or a peer list is in the
-//    environment (PMIX_NAMESPACE: mpirun, srun; RDMADS_NODE_ID and
-//    RDMADS_PEERS: the peer list, see rdma/bootstrap.h): this process runs
+//  * one node per process, when a launcher or a coordinator is in the
+//    environment (PMIX_NAMESPACE: mpirun, srun; RDMADS_COORDINATOR: the
+//    coordinator's rendezvous, see rdma/bootstrap.h): this process runs
 //    node rank() only, on the verbs fabric, connected by rdma_cm
 //    (rdma::cm::CmConnector); it prints how long its body took;
 //  * otherwise one process: `in_process_nodes` nodes on the first backend of

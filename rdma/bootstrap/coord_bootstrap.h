@@ -25,8 +25,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include <functional>
+#include <optional>
+
 #include "rdma/bootstrap.h"
-#include "rdma/bootstrap/peer_list.h"
 
 namespace rdma::bootstrap {
 
@@ -36,6 +38,9 @@ struct CoordConfig {
   int rank = 0;
   int size = 1;
 };
+
+// Reads a variable of the environment (nullopt = unset).
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 
 // RDMADS_COORDINATOR, RDMADS_NODES, RDMADS_NODE_ID, RDMADS_CLUSTER.
 absl::StatusOr<CoordConfig> CoordConfigFromEnv(const EnvLookup& getenv);

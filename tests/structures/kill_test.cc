@@ -3,8 +3,9 @@
 // Soft-RoCE guest (tests/verbs/run_guest_tests.sh; elsewhere it skips: the
 // soft NIC cannot span processes, and crash_test covers every crash point).
 //
-// Each round starts a job of four processes with the peer list (this binary
-// again, RDMADS_KILL_ROLE set), all on rxe0. They open a hash map, an
+// Each round starts a job of four processes through a coordinator (this
+// binary again, RDMADS_KILL_ROLE set; a ZooKeeper server the test starts),
+// all on rxe0, so deaths are the membership's agreed epochs. They open a hash map, an
 // ordered map and a queue by name; every process writes keys homed on nodes
 // 0 and 1 (its own keys, and one hot key each structure shares) and
 // enqueues to and dequeues from the queues homed there. At two random
@@ -45,6 +46,7 @@
 #include "structures/hash_map/hash_map.h"
 #include "structures/queue/queue.h"
 #include "structures/skiplist/skiplist.h"
+#include "testing/zk_server.h"
 
 extern char** environ;
 
@@ -220,7 +222,7 @@ struct Child {
   std::string text;
 };
 
-Child Spawn(int node, const std::string& peers, int round) {
+Child Spawn(int node, const std::string& coordinator, int round) {
   Child ch;
   int fds[2];
   if (pipe(fds) != 0) return ch;
@@ -228,7 +230,8 @@ Child Spawn(int node, const std::string& peers, int round) {
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
   env.push_back("RDMADS_KILL_ROLE=node");
   env.push_back(absl::StrCat("RDMADS_NODE_ID=", node));
-  env.push_back("RDMADS_PEERS=" + peers);
+  env.push_back(absl::StrCat("RDMADS_NODES=", kNodes));
+  env.push_back("RDMADS_COORDINATOR=" + coordinator);
   env.push_back(absl::StrCat("RDMADS_CLUSTER=kill-test-", getpid(), "-", round));
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
@@ -296,15 +299,15 @@ TEST(KillTest, ProcessesKilledWhileWritingLeaveEveryStructureWholeAndUnlocked) {
   if (ip == nullptr) GTEST_SKIP() << "needs one Soft-RoCE guest (RXE_SELF_IP): several processes on rxe0";
   const char* rounds_env = std::getenv("RDMADS_KILL_ROUNDS");
   const int rounds = rounds_env != nullptr ? std::atoi(rounds_env) : 10;
+  std::unique_ptr<rdmads_testing::ZkServer> own;
+  auto coordinator = rdmads_testing::ZkServer::Shared(&own);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   std::mt19937_64 rng(20261127);
   std::vector<double> recovery;
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(testing::Message() << "round " << round);
-    const int port = 7600 + kNodes * (round % 100);
-    std::string peers;
-    for (int n = 0; n < kNodes; ++n) absl::StrAppend(&peers, n ? "," : "", ip, ":", port + n);
     std::vector<Child> kids;
-    for (int n = 0; n < kNodes; ++n) kids.push_back(Spawn(n, peers, round));
+    for (int n = 0; n < kNodes; ++n) kids.push_back(Spawn(n, *coordinator, round));
     for (const Child& k : kids) ASSERT_GT(k.pid, 0) << "cannot start a node";
     // Wait until the job writes, then kill the victims at random moments.
     const auto start = Clock::now();

@@ -45,9 +45,9 @@ std::string Probe() {
   }
   return "tests/verbs/cluster_probe";
 }
-// Kill rounds per launcher (3 kills each): RDMADS_KILL_ROUNDS, default 2.
+// Kill rounds per launcher (3 kills each): RDMADS_AGREED_KILL_ROUNDS, default 2.
 int KillRounds() {
-  const char* e = std::getenv("RDMADS_KILL_ROUNDS");
+  const char* e = std::getenv("RDMADS_AGREED_KILL_ROUNDS");
   return e != nullptr ? std::max(1, std::atoi(e)) : 2;
 }
 

@@ -7,11 +7,11 @@
 // node 1 fails at once, node 1's responder QP on node 0 is gone, and node 0's
 // own part keeps working.
 //
-// With RDMADS_COORDINATOR set (the script's second boot), both nodes open an
-// rdma::Cluster with that coordinator, node 0 running the ZooKeeper server
-// at that address: node 1's death is agreed when its session expires
-// (coordinator_session 2 s), and node 0's next operation fails within
-// kAgreedBound instead.
+// Both guests meet through the coordinator guest 0 runs (guest_exec.sh). With
+// HOST_DEATH_AGREED=1 (the script's second boot) both nodes open an
+// rdma::Cluster, which joins the membership: node 1's death is agreed when
+// its session expires (coordinator_session 2 s), and node 0's next operation
+// fails within kAgreedBound instead.
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -27,7 +27,6 @@
 #include "rdma/cm/cm_connector.h"
 #include "rdma/session.h"
 #include "testing/node_harness.h"
-#include "testing/zk_server.h"
 #include "util/status_macros.h"
 
 namespace rdma {
@@ -111,17 +110,8 @@ absl::Status SurviveAgreed(Cluster& c) {
 
 TEST(HostDeath, APoweredOffPeerIsAnErrorWithinTheBound) {
   if (!rdma::testing::OneNodePerProcess()) GTEST_SKIP() << "run by tests/verbs/host_death_test.sh (two guests)";
-  const char* coordinator = std::getenv("RDMADS_COORDINATOR");
-  if (coordinator != nullptr && *coordinator != '\0') {
-    // Node 0 runs the server, at the address both nodes were given.
-    std::unique_ptr<rdmads_testing::ZkServer> server;
-    const std::string at(coordinator);
-    const auto colon = at.rfind(':');
-    if (std::getenv("RDMADS_NODE_ID") != nullptr && std::string(std::getenv("RDMADS_NODE_ID")) == "0") {
-      auto s = rdmads_testing::ZkServer::Start({at.substr(0, colon), std::stoi(at.substr(colon + 1))});
-      ASSERT_TRUE(s.ok()) << s.status();
-      server = *std::move(s);
-    }
+  const char* agreed = std::getenv("HOST_DEATH_AGREED");
+  if (agreed != nullptr && std::string(agreed) == "1") {
     ClusterOptions o;
     o.node.arena_bytes = 1 << 20;
     o.named_bytes = 0;

@@ -1,9 +1,8 @@
 #!/bin/bash
 # Two Soft-RoCE guests, one node each (peer list); node 1 powers its guest off
 # mid-run and node 0 must see Unavailable within the bound
-# (tests/verbs/host_death_test.cc). Two boots: without a coordinator, then
-# with one (ZooKeeper in guest 0, node 1's death agreed when its session
-# expires). Passes when guest 0's test passed and guest 1 went away without
+# (tests/verbs/host_death_test.cc). Two boots: without the membership, then
+# with it (node 1's death agreed when its session expires). Passes when guest 0's test passed and guest 1 went away without
 # an exit code, as a dead host does, both times.
 #   tests/verbs/host_death_test.sh [--no-build]      (~90 s; exit 0 = pass)
 # Env: RDMADS_BAZEL_FLAGS as in run_guest_tests.sh; HOST_DEATH_TIMEOUT (240 s).
@@ -27,12 +26,12 @@ BIN=$(bazel info "${FLAGS[@]}" bazel-bin 2>/dev/null)/tests/verbs/host_death_tes
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 ok=1
-# Two boots: the peer list alone (the QPs' retries see the death), then with
-# a coordinator that node 0 runs (the death is agreed when node 1's session
-# expires).
+# Two boots: each process deciding alone (the QPs' retries see the death),
+# then with the membership (the death is agreed when node 1's session
+# expires). Both start through the coordinator guest 0 runs (guest_exec.sh).
 for mode in plain coordinator; do
   env=()
-  [ $mode = coordinator ] && env=(--env RDMADS_COORDINATOR=10.0.0.1:2181)
+  [ $mode = coordinator ] && env=(--env HOST_DEATH_AGREED=1)
   tools/rxe_vm/rxe_run --two-guests --timeout "${HOST_DEATH_TIMEOUT:-240}" --env RDMADS_FABRICS=verbs "${env[@]}" \
     -- bash tests/verbs/guest_exec.sh "hd=$BIN" 2>&1 | tee "$LOG"
   grep -q '^\[guest0\] @@END hd rc=0 ' "$LOG" || { echo "host_death_test.sh: FAIL ($mode): node 0's test did not pass"; ok=0; }
