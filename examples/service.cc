@@ -15,7 +15,7 @@ struct Login {
 };
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(auto cluster, rdma::Cluster::Open());  // mpirun, srun or RDMADS_PEERS
+  ASSIGN_OR_RETURN(auto cluster, rdma::Cluster::Open());  // mpirun, srun, a coordinator, or alone
   ASSIGN_OR_RETURN(auto logins, structures::HashMap<Login>::Open(*cluster, "logins"));
   ASSIGN_OR_RETURN(auto thread, cluster->ThisThread());  // one per thread
   ASSIGN_OR_RETURN(auto client, logins.NewClient(*thread));
