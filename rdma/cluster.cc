@@ -135,8 +135,8 @@ absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterO
     if (!cfg.Has(static_cast<uint32_t>(n), inc)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "Cluster::Open: the coordinator's ", cfg.ToString(), " does not hold rank ", n, " as the process this one ",
-          "bootstrapped with (incarnation ", absl::Hex(inc), "); is another run of job '", bootstrap_->job(),
-          "' still alive?"));
+          "bootstrapped with (incarnation ", absl::Hex(inc), "): it was dropped before this process joined, or ",
+          "another run of job '", bootstrap_->job(), "' holds the name"));
     }
   }
   if (remote_ != nullptr) {
@@ -178,16 +178,16 @@ absl::Status Cluster::ServingStatus() const {
 }
 
 Cluster::~Cluster() {
-  // The connector's death listener reports to the membership: unhook it
-  // before the membership goes.
-  if (remote_ != nullptr) remote_->SetDeathListener(nullptr);
-  membership_.reset();
   {
     std::lock_guard<std::mutex> l(watch_mu_);
     stopping_ = true;
   }
   watch_cv_.notify_all();
-  if (recovery_.joinable()) recovery_.join();
+  if (recovery_.joinable()) recovery_.join();  // it asks the membership
+  // The connector's death listener reports to the membership: unhook it
+  // before the membership goes.
+  if (remote_ != nullptr) remote_->SetDeathListener(nullptr);
+  membership_.reset();
   remote_.reset();
   local_.clear();
   nodes_.clear();
@@ -235,14 +235,22 @@ absl::StatusOr<ArenaInfo> Cluster::Arena(NodeId node) const {
   return remote_->Arena(node);
 }
 
+absl::Status Cluster::Declared(NodeId node) const {
+  if (membership_ == nullptr || is_local(node)) return PeerStatus(node);
+  if (!agreed_dead_[node].load(std::memory_order_acquire)) return absl::OkStatus();
+  std::lock_guard<std::mutex> l(agreed_mu_);
+  return absl::UnavailableError(agreed_why_[node]);
+}
+
 absl::Status Cluster::PeerStatus(NodeId node) const {
   if (node >= static_cast<NodeId>(num_nodes_)) return absl::OkStatus();
   if (membership_ != nullptr) {
     if (membership_->fenced()) return membership_->Serving();
     if (!is_local(node)) {
-      if (!agreed_dead_[node].load(std::memory_order_acquire)) return absl::OkStatus();
-      std::lock_guard<std::mutex> l(agreed_mu_);
-      return absl::UnavailableError(agreed_why_[node]);
+      // Agreed dead, or fenced here already while the agreement is pending
+      // (or waits for a coordinator that is down): either way unreachable.
+      if (absl::Status agreed = Declared(node); !agreed.ok()) return agreed;
+      return remote_ != nullptr ? remote_->PeerStatus(node) : absl::OkStatus();
     }
   }
   if (is_local(node)) {
@@ -276,9 +284,12 @@ void Cluster::RecoveryLoop() {
       if (stopping_) return;
       new_watch_ = false;
     }
+    // Repairs follow declarations only: the agreed epochs with a
+    // coordinator (never while this process is fenced), else PeerStatus.
+    if (membership_ != nullptr && membership_->fenced()) continue;
     std::vector<NodeId> dead;
     for (int n = 0; n < num_nodes_; ++n) {
-      if (!PeerStatus(static_cast<NodeId>(n)).ok()) dead.push_back(static_cast<NodeId>(n));
+      if (!Declared(static_cast<NodeId>(n)).ok()) dead.push_back(static_cast<NodeId>(n));
     }
     if (dead.empty()) continue;
     // repair_mu_ before watch_mu_, as Unwatch takes them; watch_mu_ is let go

@@ -130,7 +130,9 @@ class Cluster final : public Connector {
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder) override;
   // Unavailable naming the node once it is declared dead: its process
   // ended or its host stopped answering (the connector), or, in process, its
-  // soft NIC died (Kill or a crash point).
+  // soft NIC died (Kill or a crash point). With a coordinator: once an
+  // epoch dropped it, or once this process fenced it while that epoch is
+  // pending; every node once this process is fenced itself.
   absl::Status PeerStatus(NodeId node) const override;
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
   // OK unless this process is fenced (with a coordinator only).
@@ -144,7 +146,9 @@ class Cluster final : public Connector {
   // WatchDeaths runs `repair(dead)` on the cluster's recovery thread once
   // per dead node, within kDeathPoll of the declaration (at once for nodes
   // declared before the call), and stops when the handle is destroyed (after
-  // a running repair returns). A repair must not destroy a watch.
+  // a running repair returns). A repair must not destroy a watch. With a
+  // coordinator the declarations are the agreed epochs' drops, and a fenced
+  // process runs no repair.
   static constexpr std::chrono::milliseconds kDeathPoll{5};
   class DeathWatch;
   std::unique_ptr<DeathWatch> WatchDeaths(std::function<void(NodeId dead)> repair);
@@ -159,6 +163,9 @@ class Cluster final : public Connector {
   void Unwatch(Watcher* w);
 
   Cluster() = default;
+  // What repairs act on: the agreed epochs with a coordinator, else
+  // PeerStatus.
+  absl::Status Declared(NodeId node) const;
   absl::Status JoinMembership(const std::string& ensemble, const ClusterOptions& options);
   // The membership thread's hooks: fence, then declare, each dropped peer;
   // shut this node down when it is dropped itself.

@@ -12,6 +12,7 @@ extern char** environ;
 namespace rdmads_testing {
 
 ProbeProcess::ProbeProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  signal(SIGPIPE, SIG_IGN);  // a Send to a child that died is an EPIPE, not the end of the test
   std::vector<std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string v(*e);
@@ -79,10 +80,15 @@ ProbeProcess::ProbeProcess(const std::vector<std::string>& argv, const std::vect
 ProbeProcess::~ProbeProcess() {
   if (in_fd_ >= 0) close(in_fd_);
   if (pid_ > 0) {
+    // TERM first, so a launcher (mpirun) ends its ranks; KILL after 5 s.
     kill(pid_, SIGCONT);
-    kill(pid_, SIGKILL);
+    kill(pid_, SIGTERM);
     int status = 0;
-    waitpid(pid_, &status, 0);
+    for (int i = 0; i < 500 && waitpid(pid_, &status, WNOHANG) == 0; ++i) usleep(10'000);
+    if (waitpid(pid_, &status, WNOHANG) == 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
   }
   if (reader_.joinable()) reader_.join();
   if (out_fd_ >= 0) close(out_fd_);

@@ -27,7 +27,7 @@ class ProbeProcess {
   // `env`: "K=V" sets K for the child, a bare "K" removes it; the rest of
   // this process's environment is passed on.
   explicit ProbeProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
-  ~ProbeProcess();  // SIGKILL if still running
+  ~ProbeProcess();  // SIGTERM if still running, SIGKILL 5 s later
   ProbeProcess(const ProbeProcess&) = delete;
   ProbeProcess& operator=(const ProbeProcess&) = delete;
 

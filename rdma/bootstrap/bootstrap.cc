@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment(const Boot
     }
     if (env("RDMADS_PEERS") || env("RDMADS_PEERS_FILE")) {
       return absl::InvalidArgumentError(
-          "RDMADS_PEERS / RDMADS_PEERS_FILE are no longer read: without a launcher, processes meet through the "
+          "RDMADS_PEERS / RDMADS_PEERS_FILE are not read: without a launcher, processes meet through the "
           "coordinator: set RDMADS_COORDINATOR=host:port (tools/coordinator.sh runs one), RDMADS_NODES (the "
           "job's size) and RDMADS_NODE_ID (this rank)");
     }

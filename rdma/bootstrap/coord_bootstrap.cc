@@ -1,5 +1,6 @@
 #include "rdma/bootstrap/coord_bootstrap.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +41,6 @@ class CoordBootstrap final : public Bootstrap {
     if (!zk.ok()) return zk.status();
     zk_ = *std::move(zk);
     if (absl::Status s = zk_->EnsurePath(root_ + "/arrive"); !s.ok()) return s;
-    (void)zk_->Delete(root_ + "/abort");  // an earlier run's (fails harmlessly if it is not there)
     if (absl::Status s = CreateWaitingOutStale(root_ + "/arrive/" + RankName(c_.rank),
                                                absl::StrFormat("%016x", inc_), "rank's claim");
         !s.ok()) {
@@ -79,7 +79,10 @@ class CoordBootstrap final : public Bootstrap {
     std::fprintf(stderr, "rdmads: rank %d aborts the job: %.*s\n", c_.rank, static_cast<int>(reason.size()),
                  reason.data());
     if (zk_ != nullptr) {
-      (void)zk_->Create(root_ + "/abort", absl::StrCat("rank ", c_.rank, ": ", reason), NodeKind::kEphemeral);
+      // "<incarnation> <rank>: <reason>"; ephemeral: gone with this process's session.
+      auto made = zk_->Create(root_ + "/abort", absl::StrFormat("%016x %d: %s", inc_, c_.rank, reason),
+                              NodeKind::kEphemeral);
+      if (!made.ok()) std::fprintf(stderr, "rdmads: could not tell the others: %s\n", made.status().ToString().c_str());
     }
     std::fflush(stderr);
     std::_Exit(exit_code);
@@ -107,57 +110,103 @@ class CoordBootstrap final : public Bootstrap {
 
   absl::StatusOr<std::vector<std::string>> Round(absl::string_view blob) {
     const std::string dir = absl::StrFormat("%s/round-%010d", root_, round_);
-    if (absl::Status s = zk_->EnsurePath(dir); !s.ok()) return s;
-    // Persistent: a rank that finishes the last collective and exits must
-    // not take its blob away from a slower one.
-    auto made = zk_->Create(dir + "/" + RankName(c_.rank), absl::StrCat(absl::StrFormat("%016x", inc_), blob),
-                            NodeKind::kPersistent);
-    if (!made.ok()) return made.status();
     const auto deadline = Clock::now() + o_.timeout;
     std::vector<std::string> out(static_cast<size_t>(c_.size));
     std::vector<bool> have(static_cast<size_t>(c_.size), false);
     if (claims_.empty()) claims_.assign(static_cast<size_t>(c_.size), "");
+    bool written = false;
+    absl::Status last;  // the coordinator's last transient error
     for (;;) {
       const uint64_t seen = zk_->changes();
-      auto abort = zk_->Get(root_ + "/abort", false);
-      if (abort.ok()) return absl::AbortedError(absl::StrCat("coordinator bootstrap: the job was aborted by ", abort->bytes));
-      auto kids = zk_->Children(dir, /*watch=*/true);
-      if (!kids.ok()) return kids.status();
-      for (const std::string& k : *kids) {
-        int r = -1;
-        if (!absl::SimpleAtoi(k, &r) || r < 0 || r >= c_.size || have[r]) continue;
-        auto d = zk_->Get(dir + "/" + k, false);
-        if (absl::IsNotFound(d.status())) continue;
-        if (!d.ok()) return d.status();
-        if (claims_[r].empty()) {  // the incarnation holding rank r's claim
-          auto claim = zk_->Get(root_ + "/arrive/" + k, false);
-          if (!claim.ok() && !absl::IsNotFound(claim.status())) return claim.status();
-          if (claim.ok()) claims_[r] = claim->bytes;
-        }
-        if (claims_[r].empty() || d->bytes.compare(0, 16, claims_[r]) != 0) continue;  // stale, or not yet claimed
-        out[r] = d->bytes.substr(16);
-        have[r] = true;
+      absl::Status s = written ? Collect(dir, out, have) : Write(dir, blob);
+      if (s.ok() && !written) {
+        written = true;
+        continue;
       }
-      int missing = 0;
-      for (bool h : have) missing += !h;
-      if (missing == 0) break;
+      if (!s.ok() && !absl::IsUnavailable(s)) return s;
+      last = s;
+      if (written && std::find(have.begin(), have.end(), false) == have.end()) break;
       if (Clock::now() >= deadline) {
         std::string who;
         for (int r = 0; r < c_.size; ++r) {
           if (!have[r]) absl::StrAppend(&who, who.empty() ? "" : ", ", r);
         }
-        return absl::DeadlineExceededError(absl::StrCat("coordinator bootstrap: collective ", round_, " of job '",
-                                                        c_.job, "' still misses rank(s) ", who, " after ",
-                                                        o_.timeout.count(), " ms (did they start, with RDMADS_NODES=",
-                                                        c_.size, " and RDMADS_COORDINATOR=", c_.ensemble, "?)"));
+        return absl::DeadlineExceededError(absl::StrCat(
+            "coordinator bootstrap: collective ", round_, " of job '", c_.job, "' still misses rank(s) ", who,
+            " after ", o_.timeout.count(), " ms (did they start, with RDMADS_NODES=", c_.size,
+            " and RDMADS_COORDINATOR=", c_.ensemble, "?)", last.ok() ? "" : absl::StrCat("; ", last.message())));
       }
       zk_->WaitForChange(seen, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
     }
     // Everyone wrote this round, so everyone finished reading the one
-    // before it: that round's node can go.
-    if (round_ >= 1) (void)zk_->Delete(absl::StrFormat("%s/round-%010d/%s", root_, round_ - 1, RankName(c_.rank)));
+    // before it: that round's node can go (one left behind is deleted when
+    // this rank is next claimed).
+    if (round_ >= 1) {
+      absl::Status del = zk_->Delete(absl::StrFormat("%s/round-%010d/%s", root_, round_ - 1, RankName(c_.rank)));
+      if (!del.ok() && !absl::IsNotFound(del)) {
+        std::fprintf(stderr, "rdmads: coordinator bootstrap: leaving collective %d's node behind: %s\n", round_ - 1,
+                     del.ToString().c_str());
+      }
+    }
     ++round_;
     return out;
+  }
+
+  // Persistent: a rank that finishes the last collective and exits must not
+  // take its blob away from a slower one.
+  absl::Status Write(const std::string& dir, absl::string_view blob) {
+    if (absl::Status s = zk_->EnsurePath(dir); !s.ok()) return s;
+    auto made = zk_->Create(dir + "/" + RankName(c_.rank), absl::StrCat(absl::StrFormat("%016x", inc_), blob),
+                            NodeKind::kPersistent);
+    // AlreadyExists: a retry after a connection loss whose create landed.
+    return made.ok() || absl::IsAlreadyExists(made.status()) ? absl::OkStatus() : made.status();
+  }
+
+  // Reads every rank's node of `dir` that names the incarnation holding that
+  // rank's claim; Aborted if a process of this run aborted.
+  absl::Status Collect(const std::string& dir, std::vector<std::string>& out, std::vector<bool>& have) {
+    auto aborted = zk_->Exists(root_ + "/abort", /*watch=*/true);
+    if (!aborted.ok()) return aborted.status();
+    if (*aborted) {
+      auto a = zk_->Get(root_ + "/abort", false);
+      if (!a.ok() && !absl::IsNotFound(a.status())) return a.status();
+      int r = -1;
+      if (a.ok() && a->bytes.size() > 17 && absl::SimpleAtoi(a->bytes.substr(17, a->bytes.find(':') - 17), &r) &&
+          r >= 0 && r < c_.size && Claim(r).value_or("") == a->bytes.substr(0, 16)) {
+        return absl::AbortedError(absl::StrCat("coordinator bootstrap: the job was aborted by rank ",
+                                               a->bytes.substr(17)));
+      }
+    }
+    auto kids = zk_->Children(dir, /*watch=*/true);
+    if (!kids.ok()) return kids.status();
+    for (const std::string& k : *kids) {
+      int r = -1;
+      if (!absl::SimpleAtoi(k, &r) || r < 0 || r >= c_.size || have[r]) continue;
+      auto d = zk_->Get(dir + "/" + k, false);
+      if (absl::IsNotFound(d.status())) continue;
+      if (!d.ok()) return d.status();
+      const std::string inc = d->bytes.substr(0, 16);
+      if (claims_[r] != inc) {
+        // Not (yet) the claim's holder: the claim may have changed hands
+        // since it was read (an earlier run's process gone). Read it again.
+        auto claim = Claim(r);
+        if (!claim.ok()) return claim.status();
+        if (*claim != inc) continue;  // an earlier run's node, or rank r not claimed yet
+      }
+      out[r] = d->bytes.substr(16);
+      have[r] = true;
+    }
+    return absl::OkStatus();
+  }
+
+  // The incarnation that holds rank r's claim now ("" if none); remembered,
+  // so a rank that finished and exited still counts.
+  absl::StatusOr<std::string> Claim(int r) {
+    auto claim = zk_->Get(root_ + "/arrive/" + RankName(r), false);
+    if (absl::IsNotFound(claim.status())) return claims_[r];
+    if (!claim.ok()) return claim.status();
+    claims_[r] = claim->bytes;
+    return claims_[r];
   }
 
   const CoordConfig c_;

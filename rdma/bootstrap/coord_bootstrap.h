@@ -15,10 +15,13 @@
 // by an earlier run. Collective k writes round-<k>/<rank> (persistent:
 // incarnation, then blob; each rank deletes its node of k-1 once k is
 // complete) and waits until every rank's node is there and names the
-// incarnation that holds that rank's claim (learned once, in the first
-// collective, so a rank that finished and exited still counts).
-// Abort writes an abort node that fails everyone's next wait at once.
-// Every wait is bounded by BootstrapOptions::timeout.
+// incarnation that holds that rank's claim. A claim read once is remembered (a rank that finished and exited still
+// counts) and read again when a node names another incarnation. Abort
+// writes an ephemeral abort node naming the aborting rank and incarnation;
+// it fails the others' waits at once when that incarnation holds the
+// rank's claim. Every wait, the connection to the coordinator included, is
+// bounded by BootstrapOptions::timeout; the coordinator's transient errors
+// are retried within it.
 
 #include <cstdint>
 #include <memory>

@@ -173,7 +173,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> CreatePmixBootstrap(const BootstrapOp
     return absl::UnavailableError(absl::StrCat(
         "PMIx_Init failed: ", PMIx_Error_string(rc), " (", rc,
         "). PMIX_NAMESPACE is set, so a PMIx launcher was expected: start the program with mpirun or "
-        "srun --mpi=pmix, or unset PMIX_NAMESPACE to use the RDMADS_* peer list"));
+        "srun --mpi=pmix, or unset PMIX_NAMESPACE to start without a launcher (rdma/bootstrap.h)"));
   }
   pmix_proc_t job;
   PMIX_LOAD_PROCID(&job, self.nspace, PMIX_RANK_WILDCARD);

@@ -63,15 +63,14 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Join(MembershipOptions o
   if (absl::Status s = m->Start(); !s.ok()) return s;
   std::unique_lock<std::mutex> l(m->mu_);
   const bool in = m->cv_.wait_for(l, m->o_.join_timeout, [&] { return m->admitted_ || m->fenced(); });
+  if (m->fenced()) return m->fence_why_;
   if (!in || !m->admitted_) {
-    const absl::Status why = m->fenced() ? m->fence_why_ : absl::OkStatus();
     const Configuration now = m->current_;
     l.unlock();
     return absl::DeadlineExceededError(absl::StrCat(
         "membership: rank ", m->o_.rank, " of job '", m->o_.job, "' was not admitted within ",
         m->o_.join_timeout.count(), " ms (newest ", now.ToString(),
-        "; a fresh job waits for all ", m->o_.size, " ranks, a restarted rank for its old process to be dropped)",
-        why.ok() ? "" : absl::StrCat("; ", why.message())));
+        "; a fresh job waits for all ", m->o_.size, " ranks, a restarted rank for its old process to be dropped)"));
   }
   return m;
 }
@@ -163,7 +162,9 @@ absl::Status Membership::StoreReport(const std::string& report) {
   const std::string suspect = MemberName(r.suspect, r.suspect_inc);
   for (const std::string& k : *kids) {
     auto d = zk_->Get(Root() + "/election/" + k, false);
-    if (!d.ok() || d->bytes != suspect) continue;
+    if (absl::IsNotFound(d.status())) continue;
+    if (!d.ok()) return d.status();
+    if (d->bytes != suspect) continue;
     absl::Status del = zk_->Delete(Root() + "/election/" + k);
     if (!del.ok() && !absl::IsNotFound(del)) return del;
   }
@@ -191,9 +192,16 @@ void Membership::Fence(const absl::Status& why) {
     fenced_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
-  // Leave the election so that another process manages at once (best effort:
-  // an expired session has lost it already).
-  (void)zk_->Delete(election_path_);
+  // Leave the job at once: the manager drops a registration that is gone,
+  // and another process manages if this one did. An expired session has
+  // lost both already; an unreachable coordinator drops them when the
+  // session expires.
+  for (const std::string& path : {election_path_, member_path_}) {
+    absl::Status del = zk_->Delete(path);
+    if (!del.ok() && !absl::IsNotFound(del) && !absl::IsAborted(del) && !absl::IsUnavailable(del)) {
+      std::fprintf(stderr, "rdmads: rank %u, fenced, could not leave the job: %s\n", o_.rank, del.ToString().c_str());
+    }
+  }
 }
 
 void Membership::Tick() {
@@ -206,28 +214,37 @@ void Membership::Tick() {
     }
     const int64_t now = NowNs();
     if (now - last > gap_.count()) {
-      needs_confirm_.store(true, std::memory_order_release);
+      pauses_.fetch_add(1, std::memory_order_acq_rel);
       zk_->Kick();
-    } else if (!needs_confirm_.load(std::memory_order_acquire)) {
+    } else if (!NeedsConfirm()) {
       valid_until_ns_.store(now + gap_.count(), std::memory_order_release);
     }
     last = now;
   }
 }
 
+bool Membership::NeedsConfirm() const {
+  return pauses_.load(std::memory_order_acquire) != confirmed_.load(std::memory_order_acquire);
+}
+
 absl::Status Membership::Confirm() {
+  // Confirms the pauses counted before the question only: one that comes
+  // while it is in flight is confirmed by the next question.
+  const uint64_t pauses = pauses_.load(std::memory_order_acquire);
   const int64_t sent = NowNs();
   auto here = zk_->Exists(member_path_, false);
   if (!here.ok()) return here.status();
   if (!*here) return absl::NotFoundError("its registration is gone (session expired or dropped by the manager)");
-  needs_confirm_.store(false, std::memory_order_release);
-  valid_until_ns_.store(sent + gap_.count(), std::memory_order_release);
+  confirmed_.store(pauses, std::memory_order_release);
+  if (!NeedsConfirm()) valid_until_ns_.store(sent + gap_.count(), std::memory_order_release);
   return absl::OkStatus();
 }
 
 void Membership::Loop() {
+  // Watches wake it; the period is a safety net, and the pace of retries
+  // while the coordinator is unreachable.
   const auto period = std::max<std::chrono::milliseconds>(
-      std::chrono::milliseconds(5), std::chrono::duration_cast<std::chrono::milliseconds>(zk_->session_timeout() / 8));
+      std::chrono::milliseconds(20), std::chrono::duration_cast<std::chrono::milliseconds>(zk_->session_timeout() / 2));
   for (;;) {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -235,14 +252,14 @@ void Membership::Loop() {
     }
     const uint64_t seen = zk_->changes();
     if (!fenced()) {
-      absl::Status s = needs_confirm_.load(std::memory_order_acquire) ? Confirm() : absl::OkStatus();
+      absl::Status s = NeedsConfirm() ? Confirm() : absl::OkStatus();
       if (s.ok()) s = Step();
       // Unavailable: the coordinator is unreachable; try again. Anything
       // else (expired session, registration gone, a gap in the epochs) is
       // final for this process.
       if (!s.ok() && !absl::IsUnavailable(s)) Fence(s);
     }
-    const bool confirming = needs_confirm_.load(std::memory_order_acquire);
+    const bool confirming = NeedsConfirm();
     zk_->WaitForChange(seen, Clock::now() + (confirming ? std::chrono::milliseconds(2) : period));
   }
 }
@@ -355,8 +372,14 @@ absl::Status Membership::Manage() {
     return absl::OkStatus();
   }
   if (!w.ok()) return w;
-  if (next.epoch > kEpochHistory) {
-    (void)zk_->Delete(Root() + "/epochs/" + EpochName(next.epoch - kEpochHistory));
+  // Keep the last kEpochHistory epochs.
+  auto epochs = zk_->Children(Root() + "/epochs", false);
+  if (!epochs.ok()) return epochs.status();
+  for (const std::string& name : *epochs) {
+    uint64_t e = 0;
+    if (!absl::SimpleAtoi(name.substr(std::min<size_t>(2, name.size())), &e) || e + kEpochHistory > next.epoch) continue;
+    absl::Status del = zk_->Delete(Root() + "/epochs/" + name);
+    if (!del.ok() && !absl::IsNotFound(del)) return del;
   }
   return absl::OkStatus();
 }

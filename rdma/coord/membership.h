@@ -15,21 +15,24 @@
 //   m->ReportDeath(2, inc2, "CM disconnect");           // the manager drops it
 //
 // Contract:
-//  * Join returns once an applied epoch lists this process, or fails within
-//    join_timeout. A fresh job's first epoch waits for `size` ranks; later
-//    processes (a restarted rank) are admitted in the next epoch, once no
-//    live process holds their rank.
+//  * Join returns once an applied epoch lists this process; else the fence's
+//    Unavailable, or DeadlineExceeded after join_timeout. A fresh job's
+//    first epoch waits for `size` ranks; later processes (a restarted rank)
+//    are admitted in the next epoch, once no live process holds their rank.
 //  * on_epoch runs on the membership thread for every epoch after the one
-//    Join found, strictly in epoch order, never two at once. A process that
-//    falls more than kEpochHistory epochs behind fences itself.
-//  * Fenced is final: when the session expires, the process's registration
-//    vanishes, or an epoch leaves it out, on_fenced runs once and Serving()
-//    is Unavailable from then on.
-//  * Serving() is OK while not fenced and the process has not been paused:
-//    after a gap of more than session_timeout / 3 in its own ticker (SIGSTOP,
-//    a frozen VM), it waits until the coordinator confirms the session or
-//    fences it. A coordinator that is down does not fence: data goes on, and
-//    only membership changes (ReportDeath, admissions) wait, with errors.
+//    Join found (the admitting one too, before Join returns), strictly in
+//    epoch order, never two at once. A process that falls more than
+//    kEpochHistory epochs behind fences itself.
+//  * Fenced is final: when the session expires, the registration vanishes,
+//    an epoch leaves it out, or the coordinator's data makes no sense,
+//    on_fenced runs once, then Serving() is Unavailable from then on.
+//  * Serving() is OK while not fenced and not paused: after a gap of more
+//    than session_timeout / 3 in its own ticker (SIGSTOP, a frozen VM) it
+//    waits, up to 2 x session_timeout, for the coordinator to confirm the
+//    session or fence the process. A coordinator that is unreachable fences
+//    nobody: data goes on; membership changes wait, with errors.
+//  * The server grants a session within its own bounds (2 to 20 tickTime
+//    by default); tools/coordinator.sh's server allows 0.2 s to 60 s.
 //  * Destroying the object closes its session: the others drop it.
 
 #include <atomic>
@@ -105,6 +108,7 @@ class Membership {
   absl::Status ApplyNewEpochs();
   absl::Status Manage();
   absl::Status Confirm();
+  bool NeedsConfirm() const;
   absl::Status StoreReport(const std::string& report);
   void Fence(const absl::Status& why);
   std::string Root() const { return "/rdmads/" + o_.job; }
@@ -125,7 +129,9 @@ class Membership {
 
   std::atomic<bool> fenced_{false};
   std::atomic<bool> manager_{false};
-  std::atomic<bool> needs_confirm_{false};
+  // Pauses the ticker saw, and how many of them the coordinator confirmed.
+  std::atomic<uint64_t> pauses_{0};
+  std::atomic<uint64_t> confirmed_{0};
   std::atomic<int64_t> valid_until_ns_{0};  // steady clock
   std::thread loop_;
   std::thread ticker_;

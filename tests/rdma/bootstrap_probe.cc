@@ -1,5 +1,5 @@
 // Runs the bootstrap from the environment (PMIx under a launcher, else the
-// RDMADS_* peer list): AllGather of each rank's number, a Barrier, checks,
+// coordinator, else one process): AllGather of each rank's number, a Barrier, checks,
 // and one line on stdout:
 //   bootstrap_probe: ok rank R of N kind K job J
 // Exit 1 with the error on stderr when anything fails.

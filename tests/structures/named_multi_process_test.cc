@@ -39,7 +39,7 @@ bool UnderALauncher() {
 class NamedMultiProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!UnderALauncher()) GTEST_SKIP() << "one node per process only (mpirun or a peer list); see named_test";
+    if (!UnderALauncher()) GTEST_SKIP() << "one node per process only (mpirun or a coordinator); see named_test";
     rdma::ClusterOptions o;
     o.node.arena_bytes = size_t{4} << 20;
     o.named_bytes = size_t{8} << 20;

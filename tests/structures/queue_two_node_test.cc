@@ -4,8 +4,8 @@
 // and consume from it (node 0 natively, node 1 remotely), so in two guests
 // the home is in one guest and producers and consumers are in both.
 //
-// Modes (testing/node_harness.h): one node per process (two guests with the
-// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// Modes (testing/node_harness.h): one node per process (two guests through a
+// coordinator, or `mpirun -np 2`; rdma_cm between them), or one process with
 // both nodes on the first backend of RDMADS_FABRICS (default soft).
 //
 // Phases, with barriers in between: (1) both enqueue kPerNode distinct

@@ -2,8 +2,8 @@
 // (SkipList::Create with its own node) and reaches the other through its
 // Connector.
 //
-// Modes (testing/node_harness.h): one node per process (two guests with the
-// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// Modes (testing/node_harness.h): one node per process (two guests through a
+// coordinator, or `mpirun -np 2`; rdma_cm between them), or one process with
 // both nodes on the first backend of RDMADS_FABRICS (default soft).
 //
 // Phases, with barriers in between: (1) each node puts 300 keys spread

@@ -109,6 +109,7 @@ class AgreedDeathTest : public ::testing::Test {
                                      "PMIX_RANK"}));
       }
     }
+    for (const auto& p : j.procs) EXPECT_TRUE(p->started()) << "cannot start " << Probe() << (mpirun ? " under mpirun" : "");
     for (int r = 0; r < n; ++r) {
       std::string line;
       const std::string want = absl::StrCat("pid ", r, " ");

@@ -10,7 +10,7 @@
 // Both guests meet through the coordinator guest 0 runs (guest_exec.sh). With
 // HOST_DEATH_AGREED=1 (the script's second boot) both nodes open an
 // rdma::Cluster, which joins the membership: node 1's death is agreed when
-// its session expires (coordinator_session 2 s), and node 0's next operation
+// its session expires (coordinator_session 1.5 s), and node 0's next operation
 // fails within kAgreedBound instead.
 
 #include <fcntl.h>
@@ -34,7 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kBound = 12.0;  // seconds: ~7.5 s of retries plus a loaded host's slack
-constexpr double kAgreedBound = 2.5;  // seconds: a 2 s session expiring, plus the new epoch
+constexpr double kAgreedBound = 2.5;  // seconds: a 1.5 s session expiring, plus the new epoch
 
 [[noreturn]] void PowerOffThisGuest() {
   std::printf("node 1: powering this guest off\n");
@@ -115,7 +115,7 @@ TEST(HostDeath, APoweredOffPeerIsAnErrorWithinTheBound) {
     ClusterOptions o;
     o.node.arena_bytes = 1 << 20;
     o.named_bytes = 0;
-    o.coordinator_session = std::chrono::milliseconds(2000);
+    o.coordinator_session = std::chrono::milliseconds(1500);
     auto c = Cluster::Open(o);
     ASSERT_TRUE(c.ok()) << c.status();
     ASSERT_EQ((*c)->processes(), 2);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Two Soft-RoCE guests, one node each (peer list); node 1 powers its guest off
+# Two Soft-RoCE guests, one node each (through a coordinator); node 1 powers its guest off
 # mid-run and node 0 must see Unavailable within the bound
 # (tests/verbs/host_death_test.cc). Two boots: without the membership, then
 # with it (node 1's death agreed when its session expires). Passes when guest 0's test passed and guest 1 went away without

@@ -9,8 +9,8 @@
 #      and then MPI_TESTS, each under `mpirun -np N` (one node per process,
 #      the PMIx bootstrap, rdma_cm between the processes),
 #   3. runs every binary of TWO_GUEST_TESTS in ONE two-guest boot, one node
-#      per guest, started with the peer list (guest_exec.sh sets
-#      RDMADS_NODE_ID and RDMADS_PEERS from the guests' addresses),
+#      per guest, started through a coordinator in guest 0 (guest_exec.sh
+#      starts it and sets RDMADS_COORDINATOR, RDMADS_NODES, RDMADS_NODE_ID),
 #   4. runs tests/verbs/host_death_test.sh (two more guests; one powers
 #      itself off mid-run and the other must see the error within its bound),
 #   5. prints PASS/FAIL per binary and "N passed, N failed"; exits 0 only if

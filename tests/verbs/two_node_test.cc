@@ -3,8 +3,8 @@
 // shared NIC-domain counter hit by both (remote + loopback), then checking
 // every result, with bootstrap barriers in between.
 //
-// Modes (testing/node_harness.h): one node per process (two guests with the
-// peer list, or `mpirun -np 2`; rdma_cm between them), or one process with
+// Modes (testing/node_harness.h): one node per process (two guests through a
+// coordinator, or `mpirun -np 2`; rdma_cm between them), or one process with
 // both nodes on the first backend of RDMADS_FABRICS (default soft).
 
 #include <atomic>

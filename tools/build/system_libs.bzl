@@ -39,7 +39,6 @@ _LIBS = {
     "boost_lockfree": ([], [], "boost/lockfree/queue.hpp", "libboost-dev"),
     "tbb": (["tbb"], [], "oneapi/tbb/concurrent_queue.h", "libtbb-dev"),
     "nlohmann_json": ([], [], "nlohmann/json.hpp", "nlohmann-json3-dev"),
-    "boost_asio": ([], [], "boost/asio.hpp", "libboost-dev"),
     "pmix": (["pmix"], [], "pmix.h", "libpmix-dev"),
     # Debian's C client ships no .pc file.
     "zookeeper": ([], ["-lzookeeper_mt"], "zookeeper/zookeeper.h", "libzookeeper-mt-dev"),

@@ -21,8 +21,10 @@
 //  * Watches are level-triggered for the caller: any watch or session event
 //    bumps changes() and wakes WaitForChange; the caller re-reads.
 //  * Error codes: NONODE is NotFound, NODEEXISTS AlreadyExists, BADVERSION
-//    FailedPrecondition, connection loss and timeouts Unavailable, session
-//    expiry Aborted; each message names the call and the path.
+//    FailedPrecondition, connection loss, timeouts and the ensemble's
+//    transient states (throttled, reconfiguring, no quorum) Unavailable,
+//    session expiry Aborted, anything else Internal; each message names the
+//    call and the path.
 
 #include <chrono>
 #include <condition_variable>

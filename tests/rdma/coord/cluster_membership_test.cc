@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,8 @@ TEST(ClusterMembershipTest, ADroppedProcessStopsServingNativeAndNicPaths) {
   auto zk = ZkServer::Shared(&own);
   ASSERT_TRUE(zk.ok()) << zk.status();
   const rdma::ClusterOptions o = Options(*zk);
-  auto boot = rdma::bootstrap::CreateCoordBootstrap({*zk, absl::StrCat("fence-", getpid()), 0, 1}, o.bootstrap);
+  auto boot = rdma::bootstrap::CreateCoordBootstrap(
+      {*zk, absl::StrCat("fence-", getpid(), "-", std::random_device{}()), 0, 1}, o.bootstrap);
   ASSERT_TRUE(boot.ok()) << boot.status();
   auto cluster = rdma::Cluster::Open(*std::move(boot), o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -74,7 +76,7 @@ TEST(ClusterMembershipTest, ADroppedProcessStopsServingNativeAndNicPaths) {
 TEST(ClusterMembershipTest, AnUnreachableCoordinatorFailsOpenInBoundedTime) {
   rdma::ClusterOptions o = Options("127.0.0.1:1");
   // A job of this one process (no launcher, no coordinator to meet through).
-  auto boot = rdma::bootstrap::CreateCoordBootstrap({"127.0.0.1:1", "x", 0, 1}, o.bootstrap);
+  auto boot = rdma::bootstrap::CreateCoordBootstrap({"127.0.0.1:1", "x", 0, 1}, rdma::BootstrapOptions{1000ms});
   EXPECT_TRUE(absl::IsUnavailable(boot.status())) << boot.status();
   for (const char* v : {"PMIX_NAMESPACE", "RDMADS_COORDINATOR", "RDMADS_NODES", "RDMADS_NODE_ID"}) unsetenv(v);
   auto solo = rdma::Bootstrap::FromEnvironment(o.bootstrap);

@@ -10,12 +10,15 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "rdma/coord/internal/zk_client.h"
 #include "testing/zk_server.h"
 #include "testing/probe_process.h"
 
@@ -29,7 +32,8 @@ constexpr char kProbe[] = "tests/rdma/coord/membership_probe";
 
 bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-std::string Job(const std::string& name) { return absl::StrCat(name, "-", getpid()); }
+// Unique on a server the suite's configurations share (a sandbox's pid is not).
+std::string Job(const std::string& name) { return absl::StrCat(name, "-", getpid(), "-", std::random_device{}()); }
 
 struct Member {
   std::unique_ptr<ProbeProcess> p;
@@ -42,6 +46,7 @@ Member StartMember(const std::string& zk, const std::string& job, int size, int 
   m.rank = static_cast<uint32_t>(rank);
   m.p = std::make_unique<ProbeProcess>(std::vector<std::string>{
       kProbe, zk, job, std::to_string(size), std::to_string(rank), std::to_string(session_ms)});
+  EXPECT_TRUE(m.p->started()) << "cannot start " << kProbe;
   std::string line;
   EXPECT_TRUE(m.p->WaitFor([](const std::string& l) { return StartsWith(l, "inc "); }, 30s, &line))
       << m.p->Transcript();
@@ -184,8 +189,9 @@ TEST(MembershipTest, AProcessPausedPastItsSessionFencesItselfOnResume) {
   for (Member& m : ms) ASSERT_TRUE(Joined(m)) << m.p->Transcript();
   ms[1].p->Signal(SIGSTOP);
   ASSERT_TRUE(ms[0].p->WaitFor(EpochWith(ms[1], false), 30s)) << ms[0].p->Transcript();
-  // The command is queued before the process resumes: the first thing it
-  // does is answer it, before its membership thread has run.
+  // The command is queued before the process resumes, so the process may
+  // answer it before its membership thread has run: Serving() must still
+  // say Unavailable.
   const size_t from = ms[1].p->line_count();
   ms[1].p->Send("serving");
   ms[1].p->Signal(SIGCONT);
@@ -228,6 +234,46 @@ TEST(MembershipTest, ACoordinatorThatIsDownStopsOnlyMembershipChanges) {
   EXPECT_TRUE(StartsWith(line, "report ok")) << ms[0].p->Transcript();
   EXPECT_TRUE(ms[1].p->WaitFor([](const std::string& l) { return StartsWith(l, "fenced "); }, 20s))
       << ms[1].p->Transcript();
+}
+
+// The manager acts only on reports from members of the current
+// configuration, and ignores bytes that are not a report: a stray or stale
+// process cannot drop anyone.
+TEST(MembershipTest, ReportsFromOutsideTheConfigurationAndForeignBytesAreIgnored) {
+  std::unique_ptr<ZkServer> own;
+  auto zk = ZkServer::Shared(&own);
+  ASSERT_TRUE(zk.ok()) << zk.status();
+  const std::string job = Job("strays");
+  std::vector<Member> ms;
+  for (int r = 0; r < 2; ++r) ms.push_back(StartMember(*zk, job, 2, r, 3000));
+  for (Member& m : ms) ASSERT_TRUE(Joined(m)) << m.p->Transcript();
+  auto c = rdma::coord::internal::ZkClient::Connect(*zk, 3000ms, 5000ms);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string reports = absl::StrCat("/rdmads/", job, "/reports/r-");
+  using rdma::coord::internal::NodeKind;
+  // Rank 1 of another incarnation (a restarted or stale process) accuses rank 0.
+  ASSERT_TRUE((*c)->Create(reports, absl::StrCat("0 ", ms[0].inc, " 1 00000000000000ab stale"),
+                           NodeKind::kPersistentSequential).ok());
+  ASSERT_TRUE((*c)->Create(reports, "not a report", NodeKind::kPersistentSequential).ok());
+  ASSERT_TRUE((*c)->Create(reports, "", NodeKind::kPersistentSequential).ok());
+  // The manager reads and deletes them: wait until they are gone.
+  for (int i = 0; i < 500; ++i) {
+    auto left = (*c)->Children(absl::StrCat("/rdmads/", job, "/reports"), false);
+    ASSERT_TRUE(left.ok()) << left.status();
+    if (left->empty()) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  std::this_thread::sleep_for(300ms);
+  for (Member& m : ms) {
+    EXPECT_FALSE(m.p->WaitFor(EpochWith(ms[0], false), 10ms)) << m.p->Transcript();
+    EXPECT_FALSE(m.p->WaitFor([](const std::string& l) { return StartsWith(l, "fenced "); }, 10ms))
+        << m.p->Transcript();
+  }
+  // A member's report does drop it.
+  ms[1].p->Send("report 0");
+  EXPECT_TRUE(ms[1].p->WaitFor(EpochWith(ms[0], false), 20s)) << ms[1].p->Transcript();
+  EXPECT_TRUE(ms[0].p->WaitFor([](const std::string& l) { return StartsWith(l, "fenced "); }, 20s))
+      << ms[0].p->Transcript();
 }
 
 TEST(MembershipTest, NoCoordinatorIsABoundedError) {

@@ -140,6 +140,12 @@ absl::Status ZkClient::Check(int rc, absl::string_view call, const std::string& 
     case ZCONNECTIONLOSS:
     case ZOPERATIONTIMEOUT:
     case ZCLOSING:
+    // The ensemble's own transient states: "retry" (ZooKeeper's docs).
+    case ZTHROTTLEDOP:
+    case ZSESSIONMOVED:
+    case ZSYSTEMERROR:
+    case ZNEWCONFIGNOQUORUM:
+    case ZRECONFIGINPROGRESS:
       return absl::UnavailableError(absl::StrCat(what, " (", ensemble_, ")"));
     default: return absl::InternalError(what);
   }
