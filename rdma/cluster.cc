@@ -238,6 +238,9 @@ absl::StatusOr<ArenaInfo> Cluster::Arena(NodeId node) const {
 absl::Status Cluster::Declared(NodeId node) const {
   if (membership_ == nullptr || is_local(node)) return PeerStatus(node);
   if (!agreed_dead_[node].load(std::memory_order_acquire)) return absl::OkStatus();
+  // Dropped, and fenced here too: whatever the order they were set in, no
+  // repair runs for a node whose work requests may still reach this memory.
+  if (remote_ != nullptr && remote_->PeerStatus(node).ok()) return absl::OkStatus();
   std::lock_guard<std::mutex> l(agreed_mu_);
   return absl::UnavailableError(agreed_why_[node]);
 }

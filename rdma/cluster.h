@@ -163,8 +163,8 @@ class Cluster final : public Connector {
   void Unwatch(Watcher* w);
 
   Cluster() = default;
-  // What repairs act on: the agreed epochs with a coordinator, else
-  // PeerStatus.
+  // What repairs act on: with a coordinator, dropped by an agreed epoch and
+  // fenced by this process's connector (both); else PeerStatus.
   absl::Status Declared(NodeId node) const;
   absl::Status JoinMembership(const std::string& ensemble, const ClusterOptions& options);
   // The membership thread's hooks: fence, then declare, each dropped peer;
