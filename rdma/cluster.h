@@ -137,7 +137,9 @@ class Cluster final : public Connector {
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
   // OK unless this process is fenced (with a coordinator only).
   absl::Status ServingStatus() const override;
-  // The job's membership under Open with a coordinator; else null.
+  // The job's membership under Open with a coordinator; else null. Read
+  // the current epoch from it; ReportDeath is for a service's own failure
+  // detector (a peer that answers its NIC but not its requests).
   coord::Membership* membership() { return membership_.get(); }
 
   // Failures (docs/design.md §5, "Failures and repair"). By the time a node is declared
