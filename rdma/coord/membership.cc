@@ -32,6 +32,9 @@ bool ParseMemberName(const std::string& name, uint32_t* rank, uint64_t* inc) {
 }
 // epochs/e-<epoch, 20 digits>: sorted names are sorted epochs.
 std::string EpochName(uint64_t e) { return absl::StrFormat("e-%020u", e); }
+bool ParseEpochName(const std::string& name, uint64_t* e) {
+  return name.size() > 2 && name.compare(0, 2, "e-") == 0 && absl::SimpleAtoi(name.substr(2), e);
+}
 
 struct Report {
   uint32_t suspect = 0;
@@ -227,16 +230,19 @@ bool Membership::NeedsConfirm() const {
   return pauses_.load(std::memory_order_acquire) != confirmed_.load(std::memory_order_acquire);
 }
 
-absl::Status Membership::Confirm() {
-  // Confirms the pauses counted before the question only: one that comes
-  // while it is in flight is confirmed by the next question.
+absl::Status Membership::CheckRegistration() {
+  // An answer confirms the pauses counted before the question only: one
+  // that comes while it is in flight is confirmed by the next question.
   const uint64_t pauses = pauses_.load(std::memory_order_acquire);
+  const bool confirming = pauses != confirmed_.load(std::memory_order_acquire);
   const int64_t sent = NowNs();
-  auto here = zk_->Exists(member_path_, false);
+  auto here = zk_->Exists(member_path_, /*watch=*/true);
   if (!here.ok()) return here.status();
   if (!*here) return absl::NotFoundError("its registration is gone (session expired or dropped by the manager)");
-  confirmed_.store(pauses, std::memory_order_release);
-  if (!NeedsConfirm()) valid_until_ns_.store(sent + gap_.count(), std::memory_order_release);
+  if (confirming) {
+    confirmed_.store(pauses, std::memory_order_release);
+    if (!NeedsConfirm()) valid_until_ns_.store(sent + gap_.count(), std::memory_order_release);
+  }
   return absl::OkStatus();
 }
 
@@ -252,8 +258,7 @@ void Membership::Loop() {
     }
     const uint64_t seen = zk_->changes();
     if (!fenced()) {
-      absl::Status s = NeedsConfirm() ? Confirm() : absl::OkStatus();
-      if (s.ok()) s = Step();
+      const absl::Status s = Step();
       // Unavailable: the coordinator is unreachable; try again. Anything
       // else (expired session, registration gone, a gap in the epochs) is
       // final for this process.
@@ -266,9 +271,7 @@ void Membership::Loop() {
 
 absl::Status Membership::Step() {
   if (zk_->expired()) return absl::AbortedError("its coordinator session expired");
-  auto here = zk_->Exists(member_path_, /*watch=*/true);
-  if (!here.ok()) return here.status();
-  if (!*here) return absl::NotFoundError("its registration is gone (session expired or dropped by the manager)");
+  if (absl::Status s = CheckRegistration(); !s.ok()) return s;
   for (;;) {
     std::string report;
     {
@@ -338,21 +341,18 @@ absl::Status Membership::Manage() {
   for (const Member& m : cfg->members) {
     if (live.count({m.rank, m.incarnation})) by_rank[m.rank] = m;
   }
-  std::map<uint32_t, std::string> newcomers;  // a rank nobody live holds: its lowest-named process
+  std::map<uint32_t, uint64_t> newcomers;  // a rank nobody live holds -> its lowest-named process's incarnation
   for (const auto& [key, name] : live) {
-    if (!by_rank.count(key.first) && !newcomers.count(key.first)) newcomers[key.first] = name;
+    if (!by_rank.count(key.first) && !newcomers.count(key.first)) newcomers[key.first] = key.second;
   }
   // A fresh job starts with every rank at once; a running one admits
   // newcomers one epoch at a time as they come.
   if (!running && by_rank.size() + newcomers.size() < o_.size) return absl::OkStatus();
-  for (const auto& [rank, name] : newcomers) {
-    auto card = zk_->Get(Root() + "/members/" + name, false);
+  for (const auto& [rank, inc] : newcomers) {
+    auto card = zk_->Get(Root() + "/members/" + MemberName(rank, inc), false);
     if (absl::IsNotFound(card.status())) continue;  // it went meanwhile
     if (!card.ok()) return card.status();
-    uint32_t r = 0;
-    uint64_t inc = 0;
-    ParseMemberName(name, &r, &inc);
-    by_rank[rank] = Member{r, inc, card->bytes};
+    by_rank[rank] = Member{rank, inc, card->bytes};
   }
   for (auto& [rank, m] : by_rank) next.members.push_back(m);
   auto same = [](const std::vector<Member>& a, const std::vector<Member>& b) {
@@ -377,7 +377,7 @@ absl::Status Membership::Manage() {
   if (!epochs.ok()) return epochs.status();
   for (const std::string& name : *epochs) {
     uint64_t e = 0;
-    if (!absl::SimpleAtoi(name.substr(std::min<size_t>(2, name.size())), &e) || e + kEpochHistory > next.epoch) continue;
+    if (!ParseEpochName(name, &e) || e + kEpochHistory > next.epoch) continue;
     absl::Status del = zk_->Delete(Root() + "/epochs/" + name);
     if (!del.ok() && !absl::IsNotFound(del)) return del;
   }
@@ -390,7 +390,7 @@ absl::Status Membership::ApplyNewEpochs() {
   uint64_t applied = current().epoch;
   for (const std::string& name : *names) {
     uint64_t e = 0;
-    if (name.size() < 3 || !absl::SimpleAtoi(name.substr(2), &e) || e <= applied) continue;
+    if (!ParseEpochName(name, &e) || e <= applied) continue;
     if (e != applied + 1) {
       return absl::FailedPreconditionError(absl::StrCat("it missed epochs ", applied + 1, "..", e - 1,
                                                         " (more than ", kEpochHistory, " behind)"));

@@ -107,7 +107,9 @@ class Membership {
   absl::Status Step();
   absl::Status ApplyNewEpochs();
   absl::Status Manage();
-  absl::Status Confirm();
+  // Exists on this process's registration (watched); its answer also
+  // confirms the pauses the ticker saw before it was asked.
+  absl::Status CheckRegistration();
   bool NeedsConfirm() const;
   absl::Status StoreReport(const std::string& report);
   void Fence(const absl::Status& why);
