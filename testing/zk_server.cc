@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -23,6 +24,8 @@ extern char** environ;
 
 namespace rdmads_testing {
 namespace {
+
+constexpr char kScript[] = "tools/coordinator.sh";
 
 absl::StatusOr<int> FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -64,11 +67,8 @@ absl::StatusOr<std::unique_ptr<ZkServer>> ZkServer::Start(const ZkServerOptions&
     if (!port.ok()) return port.status();
     s->port_ = *port;
   }
+  s->host_ = options.host;
   s->address_ = absl::StrCat(options.host, ":", s->port_);
-  std::ofstream cfg(s->dir_ + "/zoo.cfg");
-  cfg << "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=" << s->dir_ << "/data\nclientPort=" << s->port_
-      << "\nclientPortAddress=" << options.host << "\nadmin.enableServer=false\nminSessionTimeout=200\nmaxSessionTimeout=60000\n";
-  cfg.close();
   if (absl::Status st = s->Launch(); !st.ok()) return st;
   return s;
 }
@@ -89,25 +89,22 @@ absl::Status ZkServer::Launch() {
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  const std::string cfg = dir_ + "/zoo.cfg";
-  std::vector<std::string> args = {"java",
-                                   "-XX:TieredStopAtLevel=1",
-                                   "-XX:+UseSerialGC",
-                                   "-Xmx256m",
-                                   "-cp",
-                                   "/usr/share/java/*:/etc/zookeeper/conf",
-                                   "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                                   cfg};
+  // The server users run (tools/coordinator.sh, in the foreground: it execs
+  // java, so pid_ ends up being the server's); the runfiles under bazel
+  // test, the repository root in the guest.
+  if (access(kScript, X_OK) != 0) {
+    posix_spawn_file_actions_destroy(&fa);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot find ", kScript, " (the test runs under bazel test, or from the repository's root)"));
+  }
+  std::vector<std::string> args = {kScript, "--host", host_, "--port", std::to_string(port_), "--dir", dir_};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, "java", &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, kScript, &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(
-        "cannot start java for the ZooKeeper test server: run tools/setup_deps.sh (packages zookeeper, a JRE)");
-  }
+  if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", kScript, ": ", std::strerror(rc)));
   pid_ = pid;
   // Ready when a client gets a session (the port opens a little earlier).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -2,8 +2,9 @@
 #define TESTING_ZK_SERVER_H_
 
 // ZkServer: a throw-away standalone ZooKeeper server on loopback, for tests
-// of the coordinator (rdma/coord). Its config and data live in a fresh
-// temporary directory; it listens on 127.0.0.1 on a free port.
+// of the coordinator (rdma/coord): tools/coordinator.sh, the server users
+// run, on a free port of 127.0.0.1, its config and data in a fresh
+// temporary directory.
 //
 //   ASSIGN_OR_RETURN(auto zk, testing::ZkServer::Start());
 //   options.ensemble = zk->address();   // "127.0.0.1:40123"
@@ -44,6 +45,7 @@ class ZkServer {
   absl::Status Launch();
 
   std::string dir_;
+  std::string host_;
   std::string address_;
   int port_ = 0;
   int pid_ = -1;
