@@ -300,10 +300,11 @@ TEST(LockChecks, ALockNicLockerUsesTheLineItsWinningCasRead) {
   auto native = std::move(*ALockClient::Create(cluster->node(0), nullptr));
   auto r = std::move(*ALockClient::Create(cluster->node(1), s1.get()));
   ASSERT_TRUE(x->Lock(lock, Path::kLoopback).ok());
-  std::atomic<int> cases{0};
+  std::atomic<int> cases{0}, posts{0};
   std::atomic<bool> native_go{false}, native_in{false};
   auto* nic1 = rdma::soft::AsSoftDevice(cluster->node(1).device());
   nic1->SetPostHook([&](const rdma::WorkRequest& wr) {
+    ++posts;
     if (wr.opcode != rdma::Opcode::kCompareSwap || wr.remote_addr != lock.address() || ++cases != 2) return;
     // R's second CAS on r_tail, posted after a poll saw r_tail empty: let the native
     // thread in first.
@@ -318,15 +319,22 @@ TEST(LockChecks, ALockNicLockerUsesTheLineItsWinningCasRead) {
     in.store(true);
   });
   std::thread head([&] {
-    while (!native_go.load()) std::this_thread::yield();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!native_go.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (!native_go.load()) return;  // the main thread reports it
     ASSERT_TRUE(native->Lock(lock).ok());
     native_in.store(true);
   });
+  // X leaves only once R's first chain {CAS r_tail, READ line} came back
+  // with X's token and R polls (a third work request): the hook runs when a
+  // request is posted, so leaving at the first CAS's post could let that
+  // CAS win.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (cases.load() < 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-  ASSERT_EQ(cases.load(), 1) << "R never posted its first CAS";
+  while (posts.load() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_EQ(cases.load(), 1) << "R never polled after its first CAS (" << posts.load() << " work requests posted)";
   ASSERT_TRUE(x->Unlock(lock).ok());
   head.join();
+  ASSERT_TRUE(native_go.load()) << "R entered without a second CAS on r_tail: " << r_status;
   ASSERT_TRUE(native_in.load());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(in.load()) << "R entered while the native thread held the lock: " << r_status;
