@@ -61,6 +61,11 @@ class Bootstrap {
   virtual const std::string& job() const = 0;
   // "pmix", "coordinator" or "single-process".
   virtual absl::string_view kind() const = 0;
+  // True for a process that restarts a rank of a job already running (the
+  // coordinator's rendezvous found it so): the job's collectives are over,
+  // so AllGather and Barrier return FailedPrecondition; it joins through the
+  // job's membership instead (rdma::Cluster::Open does).
+  virtual bool rejoining() const { return false; }
 
   // Every rank's blob, indexed by rank.
   virtual absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view blob) = 0;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -79,16 +80,24 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Open(std::unique_ptr<Bootstrap
   c->nodes_.resize(static_cast<size_t>(size));
   c->nodes_[rank] = std::move(node);
   c->local_.push_back(c->nodes_[rank].get());
-  RETURN_IF_ERROR(CheckSameLayout(*c->bootstrap_, no));
-  if (size > 1) {
-    ASSIGN_OR_RETURN(c->remote_, cm::CmConnector::Create(*c->nodes_[rank], *c->bootstrap_, options.connect));
-  }
   std::string ensemble = options.coordinator;
   if (ensemble.empty()) {
     const char* env = std::getenv("RDMADS_COORDINATOR");
     if (env != nullptr) ensemble = env;
   }
-  if (!ensemble.empty()) RETURN_IF_ERROR(c->JoinMembership(ensemble, options));
+  if (c->bootstrap_->rejoining()) {
+    if (ensemble.empty() || size < 2) {
+      return absl::FailedPreconditionError(
+          "Cluster::Open: the bootstrap rejoins a running job, which needs the coordinator and another process");
+    }
+    RETURN_IF_ERROR(c->Rejoin(ensemble, options));
+    return c;
+  }
+  RETURN_IF_ERROR(CheckSameLayout(*c->bootstrap_, no));
+  if (size > 1) {
+    ASSIGN_OR_RETURN(c->remote_, cm::CmConnector::Create(*c->nodes_[rank], *c->bootstrap_, options.connect));
+  }
+  if (!ensemble.empty()) RETURN_IF_ERROR(c->StartWithJob(ensemble, options));
   return c;
 }
 
@@ -109,16 +118,22 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(const ClusterOptions& o
   return c;
 }
 
-absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterOptions& options) {
+absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterOptions& options,
+                                     const std::string& card, uint64_t incarnation) {
   agreed_dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(num_nodes_));
-  for (int n = 0; n < num_nodes_; ++n) agreed_dead_[n].store(false, std::memory_order_relaxed);
+  joined_epoch_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(num_nodes_));
+  for (int n = 0; n < num_nodes_; ++n) {
+    agreed_dead_[n].store(false, std::memory_order_relaxed);
+    joined_epoch_[n].store(0, std::memory_order_relaxed);
+  }
   agreed_why_.assign(static_cast<size_t>(num_nodes_), "");
   coord::MembershipOptions mo;
   mo.ensemble = ensemble;
   mo.job = bootstrap_->job();
   mo.size = static_cast<uint32_t>(num_nodes_);
   mo.rank = self();
-  mo.incarnation = remote_ != nullptr ? remote_->incarnation() : cm::NewIncarnation();
+  mo.incarnation = incarnation;
+  mo.card = card;
   mo.session_timeout = options.coordinator_session;
   mo.join_timeout = options.bootstrap.timeout;
   mo.on_epoch = [this](const coord::Configuration& before, const coord::Configuration& after) {
@@ -128,6 +143,18 @@ absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterO
   absl::StatusOr<std::unique_ptr<coord::Membership>> m = coord::Membership::Join(std::move(mo));
   if (!m.ok()) return util::Annotate(m.status(), "Cluster::Open: joining the membership");
   membership_ = *std::move(m);
+  const coord::Configuration cfg = membership_->current();
+  start_epoch_.store(cfg.start, std::memory_order_release);
+  if (!bootstrap_->rejoining()) applied_epoch_.store(cfg.epoch, std::memory_order_release);
+  for (const coord::Member& mem : cfg.members) {
+    if (mem.rank < static_cast<uint32_t>(num_nodes_)) joined_epoch_[mem.rank].store(mem.since, std::memory_order_release);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartWithJob(const std::string& ensemble, const ClusterOptions& options) {
+  RETURN_IF_ERROR(JoinMembership(ensemble, options, remote_ != nullptr ? remote_->card() : "",
+                                 remote_ != nullptr ? remote_->incarnation() : cm::NewIncarnation()));
   // The first epoch must hold the very processes that bootstrapped together.
   const coord::Configuration cfg = membership_->current();
   for (int n = 0; n < num_nodes_ && remote_ != nullptr; ++n) {
@@ -149,8 +176,57 @@ absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterO
   return absl::OkStatus();
 }
 
+absl::Status Cluster::Rejoin(const std::string& ensemble, const ClusterOptions& options) {
+  coord::Configuration adopted;
+  const size_t my_arena = nodes_[self()]->arena_info().length;
+  // Called by the connector once it listens, with this node's card: join,
+  // wait to be admitted, and hand back every member's card.
+  const auto admit = [&](const std::string& card) -> absl::StatusOr<std::vector<std::string>> {
+    absl::StatusOr<cm::NodeCard> mine = cm::DecodeCard(card);
+    if (!mine.ok()) return mine.status();
+    RETURN_IF_ERROR(JoinMembership(ensemble, options, card, mine->incarnation));
+    adopted = membership_->current();
+    std::vector<std::string> cards(static_cast<size_t>(num_nodes_));
+    for (const coord::Member& m : adopted.members) {
+      if (m.rank >= static_cast<uint32_t>(num_nodes_) || m.rank == self()) continue;
+      absl::StatusOr<cm::NodeCard> theirs = cm::DecodeCard(m.card);
+      if (!theirs.ok()) return util::Annotate(theirs.status(), absl::StrCat("rank ", m.rank, "'s card"));
+      if (theirs->arena.length != my_arena) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Cluster::Open: rejoining, rank ", m.rank, "'s arena has ", theirs->arena.length, " bytes and this one ",
+            my_arena, "; every process of a job must open the cluster with the same ClusterOptions"));
+      }
+      cards[m.rank] = m.card;
+    }
+    return cards;
+  };
+  absl::StatusOr<std::unique_ptr<cm::CmConnector>> conn =
+      cm::CmConnector::Rejoin(*nodes_[self()], bootstrap_->job(), num_nodes_, admit, options.connect);
+  if (!conn.ok()) return util::Annotate(conn.status(), "Cluster::Open: rejoining the running job");
+  {
+    std::lock_guard<std::mutex> l(epoch_mu_);
+    remote_ = *std::move(conn);
+    for (int n = 0; n < num_nodes_; ++n) {
+      if (n == static_cast<int>(self()) || adopted.Find(static_cast<uint32_t>(n)) != nullptr) continue;
+      std::lock_guard<std::mutex> a(agreed_mu_);
+      agreed_why_[n] = absl::StrCat("node ", n, " was not in the job when this process rejoined (", adopted.ToString(), ")");
+      agreed_dead_[n].store(true, std::memory_order_release);
+    }
+  }
+  // Epochs applied while this process connected found no connector yet.
+  OnEpoch(adopted, membership_->current());
+  coord::Membership* mem = membership_.get();
+  cm::CmConnector* c = remote_.get();
+  remote_->SetDeathListener([mem, c](NodeId n, const std::string& why) {
+    mem->ReportDeathAsync(n, c->incarnation_of(n), why);
+  });
+  return absl::OkStatus();
+}
+
 void Cluster::OnEpoch(const coord::Configuration& before, const coord::Configuration& after) {
+  std::lock_guard<std::mutex> e(epoch_mu_);
   if (remote_ == nullptr) return;
+  start_epoch_.store(after.start, std::memory_order_release);
   for (int n = 0; n < num_nodes_; ++n) {
     if (n == static_cast<int>(self()) || agreed_dead_[n].load(std::memory_order_acquire)) continue;
     const uint64_t inc = remote_->incarnation_of(static_cast<NodeId>(n));
@@ -166,11 +242,80 @@ void Cluster::OnEpoch(const coord::Configuration& before, const coord::Configura
     }
     agreed_dead_[n].store(true, std::memory_order_release);
   }
+  // New processes of ranks this process fenced (a drop and an admission
+  // may come in one epoch: the drop above runs first).
+  bool all_in = true;
+  for (const coord::Member& m : after.members) {
+    if (m.rank >= static_cast<uint32_t>(num_nodes_) || m.rank == self()) continue;
+    if (m.incarnation != remote_->incarnation_of(static_cast<NodeId>(m.rank))) all_in = Readmit(m) && all_in;
+  }
+  // epoch() says an epoch is applied only once every member it admitted is
+  // let in here: a structure made at epoch e initializes the part of every
+  // node that joined by e (structures/common/catalogue.h).
+  if (all_in) applied_epoch_.store(after.epoch, std::memory_order_release);
+}
+
+bool Cluster::Readmit(const coord::Member& m) {
+  const auto n = static_cast<NodeId>(m.rank);
+  // Repairs of the old process first: a repair that ran after the new
+  // process came in could take a lock its clients hold (their tokens name
+  // the same node). So every watch must have been told of the old death,
+  // and repair_mu_ keeps a new repair from starting while the node flips.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> r(repair_mu_);
+      bool told = Declared(n).ok() ? false : true;
+      {
+        std::lock_guard<std::mutex> l(watch_mu_);
+        for (const Watcher& w : watchers_) told = told && w.told[n];
+      }
+      if (told) {
+        if (absl::Status s = remote_->Readmit(n, m.card); !s.ok()) {
+          std::fprintf(stderr, "rdmads: node %d does not readmit node %d: %s\n", static_cast<int>(self()),
+                       static_cast<int>(n), s.ToString().c_str());
+          return false;
+        }
+        {
+          std::lock_guard<std::mutex> a(agreed_mu_);
+          agreed_why_[n].clear();
+        }
+        joined_epoch_[n].store(m.since, std::memory_order_release);
+        agreed_dead_[n].store(false, std::memory_order_release);
+        std::lock_guard<std::mutex> l(watch_mu_);
+        for (Watcher& w : watchers_) w.told[n] = false;
+        return true;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      // A later epoch tries again; until then the node stays dead here.
+      std::fprintf(stderr, "rdmads: node %d does not readmit node %d yet: the repairs of its old process have not "
+                   "run within 10 s\n", static_cast<int>(self()), static_cast<int>(n));
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 void Cluster::OnFenced(const absl::Status& why) {
   std::fprintf(stderr, "rdmads: node %d stops serving: %s\n", static_cast<int>(self()), std::string(why.message()).c_str());
   for (Node* n : local_) n->Shutdown();
+}
+
+uint64_t Cluster::Incarnation(NodeId node) const {
+  if (remote_ == nullptr || node >= static_cast<NodeId>(num_nodes_) || is_local(node)) return 0;
+  return remote_->incarnation_of(node);
+}
+
+uint64_t Cluster::epoch() const { return applied_epoch_.load(std::memory_order_acquire); }
+
+uint64_t Cluster::JoinedEpoch(NodeId node) const {
+  if (joined_epoch_ == nullptr || node >= static_cast<NodeId>(num_nodes_)) return 0;
+  return joined_epoch_[node].load(std::memory_order_acquire);
+}
+
+bool Cluster::Restarted(NodeId node) const {
+  return membership_ != nullptr && JoinedEpoch(node) > start_epoch_.load(std::memory_order_acquire);
 }
 
 absl::Status Cluster::ServingStatus() const {
@@ -290,14 +435,15 @@ void Cluster::RecoveryLoop() {
     // Repairs follow declarations only: the agreed epochs with a
     // coordinator (never while this process is fenced), else PeerStatus.
     if (membership_ != nullptr && membership_->fenced()) continue;
+    // repair_mu_ before watch_mu_, as Unwatch takes them; watch_mu_ is let go
+    // while a repair runs (it may take time and post work requests). Held
+    // from the declarations on, so a readmission (Readmit) waits.
+    std::lock_guard<std::mutex> r(repair_mu_);
     std::vector<NodeId> dead;
     for (int n = 0; n < num_nodes_; ++n) {
       if (!Declared(static_cast<NodeId>(n)).ok()) dead.push_back(static_cast<NodeId>(n));
     }
     if (dead.empty()) continue;
-    // repair_mu_ before watch_mu_, as Unwatch takes them; watch_mu_ is let go
-    // while a repair runs (it may take time and post work requests).
-    std::lock_guard<std::mutex> r(repair_mu_);
     for (;;) {
       std::function<void(NodeId)>* fn = nullptr;
       NodeId which = 0;

@@ -32,6 +32,7 @@
 // too long) is fenced: its node shuts down, so native paths and new sessions
 // return Unavailable, and its sessions post nothing more (ServingStatus).
 // Without one, each process decides deaths on its own (docs/design.md §5).
+// A restarted process rejoins a running job through Open (see rejoined()).
 //
 // Contract: thread-safe. A thread's Session (ThisThread) is that thread's
 // handle on the cluster; destroy every Session, structure and client before
@@ -137,6 +138,27 @@ class Cluster final : public Connector {
   void ReportUnreachable(NodeId node, const absl::Status& why) override;
   // OK unless this process is fenced (with a coordinator only).
   absl::Status ServingStatus() const override;
+  // Which process hosts `node`: its incarnation (0 in process). It changes
+  // when the node rejoins; Sessions made before then cannot reach it.
+  uint64_t Incarnation(NodeId node) const override;
+
+  // Rejoin (with a coordinator). Open in a process that restarts a rank of
+  // a running job (Bootstrap::rejoining) joins the membership, is admitted
+  // in the next epoch, takes every member's card from that configuration
+  // and connects to them; the others readmit the node once they have
+  // repaired what its old process left (WatchDeaths). Its memory began
+  // empty: the parts it held of earlier structures are lost (no
+  // replication), and structures made after it joined use it fully
+  // (docs/design.md §5, "Rejoin").
+  bool rejoined() const { return bootstrap_ != nullptr && bootstrap_->rejoining(); }
+  // The epoch this process applied last (every process it admitted let in
+  // here), and the one that admitted `node`'s current process; 0 for both
+  // without a coordinator.
+  uint64_t epoch() const;
+  uint64_t JoinedEpoch(NodeId node) const;
+  // `node`'s process is not one the job started with: it rejoined later,
+  // with empty memory.
+  bool Restarted(NodeId node) const;
   // The job's membership under Open with a coordinator; else null. Read
   // the current epoch from it; ReportDeath is for a service's own failure
   // detector (a peer that answers its NIC but not its requests).
@@ -168,7 +190,17 @@ class Cluster final : public Connector {
   // What repairs act on: with a coordinator, dropped by an agreed epoch and
   // fenced by this process's connector (both); else PeerStatus.
   absl::Status Declared(NodeId node) const;
-  absl::Status JoinMembership(const std::string& ensemble, const ClusterOptions& options);
+  absl::Status JoinMembership(const std::string& ensemble, const ClusterOptions& options, const std::string& card,
+                              uint64_t incarnation);
+  // Open's second half for a process that bootstraps with the job (checks
+  // the first epoch holds its partners), and for one that rejoins it.
+  absl::Status StartWithJob(const std::string& ensemble, const ClusterOptions& options);
+  absl::Status Rejoin(const std::string& ensemble, const ClusterOptions& options);
+  // `m`, a new process of a rank this process fenced, is let in: after the
+  // repairs of its old process ran here (bounded wait), its card replaces
+  // the old one and it is no longer declared dead. epoch_mu_ held.
+  // False when it could not (yet).
+  bool Readmit(const coord::Member& m);
   // The membership thread's hooks: fence, then declare, each dropped peer;
   // shut this node down when it is dropped itself.
   void OnEpoch(const coord::Configuration& before, const coord::Configuration& after);
@@ -187,6 +219,11 @@ class Cluster final : public Connector {
   // cluster. agreed_dead_[n] is set only after n is fenced here.
   std::unique_ptr<coord::Membership> membership_;
   std::unique_ptr<std::atomic<bool>[]> agreed_dead_;
+  std::unique_ptr<std::atomic<uint64_t>[]> joined_epoch_;  // by node: JoinedEpoch
+  std::atomic<uint64_t> start_epoch_{0};
+  std::atomic<uint64_t> applied_epoch_{0};  // epoch()
+  // Serializes OnEpoch with a rejoining Open's catch-up.
+  std::mutex epoch_mu_;
   mutable std::mutex agreed_mu_;
   std::vector<std::string> agreed_why_;  // by node, under agreed_mu_
 

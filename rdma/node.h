@@ -140,6 +140,13 @@ class Connector {
     (void)node;
     return absl::OkStatus();
   }
+  // Which process hosts `node` now: a number that changes when the node
+  // rejoins as a new process (0 when it never does, as in process). A
+  // Session reaches only the incarnation it connected to (rdma/session.h).
+  virtual uint64_t Incarnation(NodeId node) const {
+    (void)node;
+    return 0;
+  }
   // OK while this process may post work requests at all; Sessions ask before
   // every post. With a coordinator, Unavailable once the process is fenced
   // (rdma/cluster.h, docs/design.md §5 "Membership"). The default: always OK.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -196,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
     auto arena = peers.Arena(static_cast<NodeId>(n));
     if (!arena.ok()) return arena.status();
     s->qps_[n].arena = *arena;
+    s->qps_[n].incarnation = peers.Incarnation(static_cast<NodeId>(n));
     if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) {
       // A node already known dead leaves this session without a QP to it
       // (its operations fail with the connector's Unavailable), however the
@@ -254,7 +256,9 @@ absl::Status Session::Reconnect(NodeId node) {
   }
   qps_[node].qp.reset();
   ReleaseResponder(node);  // the peer's end of the old QP
-  absl::Status s = ConnectTo(node);
+  // Never to another process than the one this session reached.
+  absl::Status s = peers_.Incarnation(node) == qps_[node].incarnation ? absl::OkStatus() : PeerAlive(node);
+  if (s.ok()) s = ConnectTo(node);
   // ConnectTo installs a QP only on success; remember why there is none.
   qps_[node].connect_error = s;
   qps_[node].stand_in.reset();
@@ -311,6 +315,7 @@ absl::StatusOr<uint32_t> Session::RkeyFor(RemotePtr p, size_t len) const {
 absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait) {
   if (absl::Status s = peers_.ServingStatus(); !s.ok()) return s;
   PeerQp& p = qps_[target];
+  if (ABSL_PREDICT_FALSE(peers_.Incarnation(target) != p.incarnation)) return PeerAlive(target);
   if (!p.qp) return NotConnectedError(target);
   if (!p.deferred_error.ok()) return PeerError(target, std::exchange(p.deferred_error, absl::OkStatus()));
   if (wrs.size() > options_.max_send_wr) {
@@ -379,7 +384,7 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
     int n = cq_->Wait(absl::MakeSpan(buf), options_.poll_mode, std::min<std::chrono::nanoseconds>(left, options_.liveness_check));
     for (int i = 0; i < n; ++i) Account(buf[i], target, &first_error);
     if (n == 0 && target_qp.last_completed < wr_id) {
-      if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) {
+      if (absl::Status alive = PeerAlive(target); !alive.ok()) {
         AbandonQp(target_qp);
         return absl::Status(alive.code(), absl::StrCat("waiting on node ", target, " from node ", self_.id(), ": ",
                                                        alive.message()));
@@ -395,8 +400,17 @@ absl::Status Session::WaitFor(NodeId target, uint64_t wr_id) {
 absl::Status Session::PeerError(NodeId target, absl::Status error) const {
   if (error.ok()) return error;
   // A dead peer's flushed or retried work says less than the connector does.
-  if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) return alive;
+  if (absl::Status alive = PeerAlive(target); !alive.ok()) return alive;
   return error;
+}
+
+absl::Status Session::PeerAlive(NodeId target) const {
+  if (absl::Status alive = peers_.PeerStatus(target); !alive.ok()) return alive;
+  const uint64_t now = peers_.Incarnation(target);
+  if (now == qps_[target].incarnation) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "node ", target, " is another process now (incarnation ", absl::Hex(now), "; this session reached ",
+      absl::Hex(qps_[target].incarnation), "): its memory began empty when it rejoined; a new Session reaches it"));
 }
 
 void Session::Account(const Completion& c, NodeId target, absl::Status* target_error) {

@@ -20,6 +20,10 @@
 //    fail with FailedPrecondition until Reconnect. A peer the Connector
 //    knows is dead (Connector::PeerStatus) gives its Unavailable instead,
 //    within SessionOptions::liveness_check of the connector learning it.
+//  * A session reaches the processes it connected to: once a node rejoins
+//    as a new process (Connector::Incarnation changes), its operations to
+//    that node, and Reconnect, return Unavailable; a new Session reaches it.
+//    So no address a session resolved lands in another process's memory.
 //  * Order: all of a session's WRs to one node go on one RC QP and execute in
 //    posting order; WRs to different nodes are unordered. Words of one
 //    READ/WRITE land in no fixed order (docs/design.md §3).
@@ -222,6 +226,9 @@ class Session {
   absl::Status NotConnectedError(NodeId node) const;
   // `error`, or the connector's Unavailable when `target` is known dead.
   absl::Status PeerError(NodeId target, absl::Status error) const;
+  // The connector's PeerStatus, or Unavailable when `target` is another
+  // process now than the one this session connected to.
+  absl::Status PeerAlive(NodeId target) const;
   void ReleaseResponder(NodeId node);
 
   struct PeerQp {
@@ -232,6 +239,7 @@ class Session {
     // this session reconnects or closes, so the peer does not accumulate them.
     QpEndpoint responder;
     ArenaInfo arena;
+    uint64_t incarnation = 0;     // the peer's process this session reaches (Connector::Incarnation)
     uint64_t last_posted = 0;     // wr_id of the last signaled WR posted
     uint64_t last_completed = 0;  // wr_id of the last signaled WR reaped
     std::deque<std::pair<uint64_t, size_t>> inflight;  // (signaled wr_id, WRs in chain)

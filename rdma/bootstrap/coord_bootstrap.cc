@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "rdma/coord/internal/zk_client.h"
+#include "rdma/coord/membership.h"
 
 namespace rdma::bootstrap {
 namespace {
@@ -40,6 +41,14 @@ class CoordBootstrap final : public Bootstrap {
     auto zk = ZkClient::Connect(c_.ensemble, kSession, o_.timeout);
     if (!zk.ok()) return zk.status();
     zk_ = *std::move(zk);
+    // A running job (another rank's member registered) takes this process
+    // back through the membership; the rendezvous is only for a start.
+    absl::StatusOr<bool> running = coord::Membership::Running(*zk_, c_.job, static_cast<uint32_t>(c_.rank));
+    if (!running.ok()) return running.status();
+    if (*running) {
+      rejoining_ = true;
+      return absl::OkStatus();
+    }
     if (absl::Status s = zk_->EnsurePath(root_ + "/arrive"); !s.ok()) return s;
     if (absl::Status s = CreateWaitingOutStale(root_ + "/arrive/" + RankName(c_.rank),
                                                absl::StrFormat("%016x", inc_), "rank's claim");
@@ -62,8 +71,13 @@ class CoordBootstrap final : public Bootstrap {
   int size() const override { return c_.size; }
   const std::string& job() const override { return c_.job; }
   absl::string_view kind() const override { return "coordinator"; }
+  bool rejoining() const override { return rejoining_; }
 
   absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view blob) override {
+    if (rejoining_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", c_.rank, " rejoined job '", c_.job, "' while it runs: the job's collectives are over"));
+    }
     if (!failed_.ok()) return absl::FailedPreconditionError(absl::StrCat("bootstrap failed earlier: ", failed_.message()));
     if (blob.size() > kMaxBlobBytes) {
       return absl::InvalidArgumentError(absl::StrCat("AllGather: blob of ", blob.size(), " bytes, at most ", kMaxBlobBytes));
@@ -217,6 +231,7 @@ class CoordBootstrap final : public Bootstrap {
   std::vector<std::string> claims_;
   int round_ = 0;
   absl::Status failed_;
+  bool rejoining_ = false;
 };
 
 }  // namespace

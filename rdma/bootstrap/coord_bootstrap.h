@@ -8,6 +8,11 @@
 //   RDMADS_COORDINATOR=127.0.0.1:2181 RDMADS_NODES=3 RDMADS_NODE_ID=1 ./service
 //   // FromEnvironment picks it when RDMADS_COORDINATOR and RDMADS_NODES are set
 //
+// A process whose job already runs (another rank's member is registered in
+// the job's membership) skips the rendezvous: rejoining() is true and its
+// collectives are refused; rdma::Cluster::Open then joins it through the
+// membership.
+//
 // Under /rdmads/<job>/boot: each rank claims arrive/<rank> (ephemeral, its
 // incarnation), so a second live process of a rank waits and then fails,
 // naming the holder, and a killed earlier run's claim is waited out (its

@@ -29,6 +29,23 @@ absl::StatusOr<std::unique_ptr<CmConnector>> CmConnector::Create(Node& local, Bo
   return std::unique_ptr<CmConnector>(new CmConnector(std::move(impl)));
 }
 
+absl::StatusOr<std::unique_ptr<CmConnector>> CmConnector::Rejoin(Node& local, const std::string& job, int size,
+                                                                  const Admit& admit,
+                                                                  const CmConnectorOptions& options) {
+  if (local.id() >= static_cast<NodeId>(size)) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", local.id(), " is outside a job of ", size));
+  }
+  verbs::VerbsDevice* dev = verbs::AsVerbsDevice(local.device());
+  if (dev == nullptr) return absl::FailedPreconditionError("CmConnector needs a verbs device");
+  auto impl = std::make_unique<Impl>(local, *dev, options);
+  if (absl::Status s = impl->Listen(JobHash(job), size); !s.ok()) return s;
+  absl::StatusOr<std::vector<std::string>> cards = admit(EncodeCard(impl->MyCard()));
+  if (!cards.ok()) return cards.status();
+  if (absl::Status s = impl->AdoptCards(*cards); !s.ok()) return s;
+  if (absl::Status s = impl->ConnectControlToAll(); !s.ok()) return s;
+  return std::unique_ptr<CmConnector>(new CmConnector(std::move(impl)));
+}
+
 CmConnector::CmConnector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CmConnector::~CmConnector() = default;
 
@@ -48,6 +65,12 @@ void CmConnector::SetDeathListener(std::function<void(NodeId, const std::string&
 void CmConnector::Fence(NodeId node, const std::string& why) { impl_->Fence(node, why); }
 uint64_t CmConnector::incarnation() const { return impl_->incarnation(); }
 uint64_t CmConnector::incarnation_of(NodeId node) const { return impl_->incarnation_of(node); }
+std::string CmConnector::card() const { return EncodeCard(impl_->MyCard()); }
+absl::Status CmConnector::Readmit(NodeId node, const std::string& card) {
+  absl::StatusOr<NodeCard> c = DecodeCard(card);
+  if (!c.ok()) return c.status();
+  return impl_->Readmit(node, *c);
+}
 std::string CmConnector::listen_address() const { return impl_->listen_address(); }
 size_t CmConnector::responder_connections() const { return impl_->responder_connections(); }
 

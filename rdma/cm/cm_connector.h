@@ -31,7 +31,7 @@
 //    out of retries (~7.5 s) reports it (ReportUnreachable), with the same
 //    effect (docs/design.md §5 gives the bounds).
 //    A restarted peer is another incarnation and is refused, never silently
-//    connected to.
+//    connected to, until Readmit (the job's membership admitted it).
 //
 // Thread-safe. Destroy the Sessions that use it before it, and it before the
 // Node. Verbs devices only (a soft-NIC node has no rdma_cm).
@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,6 +63,16 @@ struct CmConnectorOptions {
 class CmConnector final : public Connector {
  public:
   static absl::StatusOr<std::unique_ptr<CmConnector>> Create(Node& local, Bootstrap& bootstrap,
+                                                             const CmConnectorOptions& options = {});
+  // A restarted process joining a running job of `size` nodes (no
+  // collectives): it listens, hands its encoded card to `admit`, which
+  // returns every rank's encoded card as the job's configuration has them
+  // ("" for a rank not in it, marked dead here), and connects control
+  // connections to every live rank, retrying refusals for connect_timeout
+  // while those peers have not yet readmitted this node (Readmit).
+  using Admit = std::function<absl::StatusOr<std::vector<std::string>>(const std::string& my_card)>;
+  static absl::StatusOr<std::unique_ptr<CmConnector>> Rejoin(Node& local, const std::string& job, int size,
+                                                             const Admit& admit,
                                                              const CmConnectorOptions& options = {});
   ~CmConnector() override;
 
@@ -86,6 +97,13 @@ class CmConnector final : public Connector {
   // This process's incarnation, and `node`'s as its card said.
   uint64_t incarnation() const;
   uint64_t incarnation_of(NodeId node) const;
+  uint64_t Incarnation(NodeId node) const override { return incarnation_of(node); }
+  // This node's card, encoded (what the membership registers).
+  std::string card() const;
+  // `node`, fenced here, is back as another process (a new incarnation) with
+  // `card` (encoded): its requests are accepted and new connections reach
+  // it. Sessions made before keep refusing it (Session's contract).
+  absl::Status Readmit(NodeId node, const std::string& card);
 
   // Diagnostics: where this node's listener is bound ("10.0.2.15:43211"),
   // and how many responder QPs it holds for other nodes' sessions.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -25,8 +26,11 @@ using internal::ToSockaddr;
 
 absl::Status CmConnector::Impl::Listen(uint64_t job_hash, int num_nodes) {
   job_hash_ = job_hash;
+  num_nodes_ = num_nodes;
   dead_why_.resize(num_nodes);
   dead_ = std::make_unique<std::atomic<bool>[]>(num_nodes);
+  incarnations_ = std::make_unique<std::atomic<uint64_t>[]>(num_nodes);
+  for (int n = 0; n < num_nodes; ++n) incarnations_[n].store(0, std::memory_order_relaxed);
   address_ = options_.address;
   if (address_.empty() && std::getenv("RDMADS_RDMA_ADDR") != nullptr) address_ = std::getenv("RDMADS_RDMA_ADDR");
   const std::string gid_address = Ipv4OfGid(dev_.port().gid);  // "" unless IPv4-mapped
@@ -76,7 +80,7 @@ absl::Status CmConnector::Impl::Listen(uint64_t job_hash, int num_nodes) {
   return absl::OkStatus();
 }
 
-absl::Status CmConnector::Impl::Publish(Bootstrap& boot) {
+NodeCard CmConnector::Impl::MyCard() const {
   NodeCard mine;
   mine.node = local_.id();
   mine.job_hash = job_hash_;
@@ -84,7 +88,11 @@ absl::Status CmConnector::Impl::Publish(Bootstrap& boot) {
   mine.address = address_;
   mine.cm_port = port_;
   mine.arena = local_.arena_info();
-  auto all = boot.AllGather(EncodeCard(mine));
+  return mine;
+}
+
+absl::Status CmConnector::Impl::Publish(Bootstrap& boot) {
+  auto all = boot.AllGather(EncodeCard(MyCard()));
   if (!all.ok()) return all.status();
   std::vector<NodeCard> cards;
   for (size_t r = 0; r < all->size(); ++r) {
@@ -100,25 +108,105 @@ absl::Status CmConnector::Impl::Publish(Bootstrap& boot) {
     cards.push_back(*std::move(card));
   }
   std::lock_guard<std::mutex> lock(mu_);  // the event thread reads cards_
+  for (size_t n = 0; n < cards.size(); ++n) incarnations_[n].store(cards[n].incarnation, std::memory_order_release);
   cards_ = std::move(cards);
   return absl::OkStatus();
 }
 
+absl::Status CmConnector::Impl::AdoptCards(const std::vector<std::string>& blobs) {
+  if (static_cast<int>(blobs.size()) != num_nodes()) {
+    return absl::InternalError(absl::StrCat("AdoptCards: ", blobs.size(), " cards for ", num_nodes(), " nodes"));
+  }
+  std::vector<NodeCard> cards(blobs.size());
+  std::vector<bool> absent(blobs.size(), false);
+  for (size_t r = 0; r < blobs.size(); ++r) {
+    cards[r].node = static_cast<NodeId>(r);
+    if (r == local_.id()) {
+      cards[r] = MyCard();
+      continue;
+    }
+    if (blobs[r].empty()) {
+      absent[r] = true;
+      continue;
+    }
+    auto card = DecodeCard(blobs[r]);
+    if (!card.ok()) {
+      return absl::Status(card.status().code(), absl::StrCat("rank ", r, "'s card: ", card.status().message()));
+    }
+    if (card->node != r || card->job_hash != job_hash_) {
+      return absl::FailedPreconditionError(absl::StrCat("the configuration's card for rank ", r, " names node ",
+                                                        card->node, card->job_hash != job_hash_ ? " of another job" : ""));
+    }
+    cards[r] = *std::move(card);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t n = 0; n < cards.size(); ++n) incarnations_[n].store(cards[n].incarnation, std::memory_order_release);
+  cards_ = std::move(cards);
+  for (size_t r = 0; r < absent.size(); ++r) {
+    if (!absent[r]) continue;
+    dead_why_[r] = absl::StrCat("node ", r, " is gone: it was not in the job when this process joined");
+    dead_[r].store(true, std::memory_order_release);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CmConnector::Impl::ConnectControlTo(NodeId n) {
+  const NodeCard card = CardOf(n);
+  ConnectRequest req;
+  req.kind = ConnectionKind::kControl;
+  req.from = local_.id();
+  req.to = n;
+  req.job_hash = job_hash_;
+  req.from_incarnation = incarnation_;
+  req.to_incarnation = card.incarnation;
+  auto qp = NewPlaceholderQp();
+  if (!qp.ok()) return qp.status();
+  req.qp_num = (*qp)->qp_num();
+  return ConnectId(card, req, *qp).status();
+}
+
 absl::Status CmConnector::Impl::ConnectControl() {
   for (int n = local_.id() + 1; n < num_nodes(); ++n) {
-    ConnectRequest req;
-    req.kind = ConnectionKind::kControl;
-    req.from = local_.id();
-    req.to = static_cast<NodeId>(n);
-    req.job_hash = job_hash_;
-    req.from_incarnation = incarnation_;
-    req.to_incarnation = cards_[n].incarnation;
-    auto qp = NewPlaceholderQp();
-    if (!qp.ok()) return qp.status();
-    req.qp_num = (*qp)->qp_num();
-    auto reply = ConnectId(static_cast<NodeId>(n), req, *qp);
-    if (!reply.ok()) return reply.status();
+    if (absl::Status s = ConnectControlTo(static_cast<NodeId>(n)); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+absl::Status CmConnector::Impl::ConnectControlToAll() {
+  for (int n = 0; n < num_nodes(); ++n) {
+    if (n == local_.id() || !PeerStatus(static_cast<NodeId>(n)).ok()) continue;
+    // A peer refuses this process until it applied the epoch that admitted
+    // it (its card still names the old process): ask again until then.
+    const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+    for (;;) {
+      absl::Status s = ConnectControlTo(static_cast<NodeId>(n));
+      if (s.ok()) break;
+      if (!absl::IsFailedPrecondition(s) || std::chrono::steady_clock::now() > deadline) {
+        return absl::Status(s.code(), absl::StrCat("rejoining: the control connection to node ", n, ": ",
+                                                   s.message()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CmConnector::Impl::Readmit(NodeId node, const NodeCard& card) {
+  if (node >= num_nodes() || node == local_.id()) return absl::InvalidArgumentError(absl::StrCat("readmit node ", node));
+  if (card.node != node || card.job_hash != job_hash_) {
+    return absl::FailedPreconditionError(absl::StrCat("the card readmitting node ", node, " names node ", card.node,
+                                                      card.job_hash != job_hash_ ? " of another job" : ""));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dead_[node].load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError(absl::StrCat(Peer(node), " is readmitted as incarnation ",
+                                                      absl::Hex(card.incarnation), " but its process of incarnation ",
+                                                      absl::Hex(cards_[node].incarnation), " was never fenced here"));
+  }
+  cards_[node] = card;
+  incarnations_[node].store(card.incarnation, std::memory_order_release);
+  dead_why_[node].clear();
+  dead_[node].store(false, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -131,9 +219,10 @@ absl::StatusOr<std::shared_ptr<QueuePair>> CmConnector::Impl::NewPlaceholderQp()
   return std::shared_ptr<QueuePair>(std::move(*qp));
 }
 
-absl::StatusOr<AcceptReply> CmConnector::Impl::ConnectId(NodeId target, const ConnectRequest& req,
+absl::StatusOr<AcceptReply> CmConnector::Impl::ConnectId(const NodeCard& card, const ConnectRequest& req,
                                                          std::shared_ptr<QueuePair> placeholder) {
-  const std::string peer = Peer(target);
+  const NodeId target = card.node;
+  const std::string peer = Peer(card);
   const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
   const int step_ms = static_cast<int>(std::max<int64_t>(1, options_.connect_timeout.count() / 2));
   auto ch = NewChannel(/*nonblocking=*/true);
@@ -145,7 +234,7 @@ absl::StatusOr<AcceptReply> CmConnector::Impl::ConnectId(NodeId target, const Co
     if (!keep) rdma_destroy_id(id);
   };
   auto src = ToSockaddr(address_, 0);
-  auto dst = ToSockaddr(cards_[target].address, cards_[target].cm_port);
+  auto dst = ToSockaddr(card.address, card.cm_port);
   if (!src.ok()) return src.status();
   if (!dst.ok()) return dst.status();
   if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&*src), reinterpret_cast<sockaddr*>(&*dst), step_ms) != 0) {
@@ -174,7 +263,7 @@ absl::StatusOr<AcceptReply> CmConnector::Impl::ConnectId(NodeId target, const Co
   auto reply = DecodeAccept(absl::string_view(static_cast<const char*>((*ev)->param.conn.private_data),
                                               (*ev)->param.conn.private_data_len));
   rdma_ack_cm_event(*ev);
-  absl::Status bad = reply.ok() ? CheckAccept(*reply, cards_[target]) : reply.status();
+  absl::Status bad = reply.ok() ? CheckAccept(*reply, card) : reply.status();
   if (bad.ok() && req.kind == ConnectionKind::kData) {
     // The route rdma_cm resolved must be the one the QPs are set up with.
     ibv_qp_attr attr{};
@@ -221,17 +310,18 @@ absl::StatusOr<QpEndpoint> CmConnector::Impl::Connect(NodeId target, const QpEnd
   }
   if (target == local_.id()) return local_.AcceptConnection(initiator);  // rdma_cm cannot route to itself
   if (absl::Status alive = PeerStatus(target); !alive.ok()) return alive;
+  const NodeCard card = CardOf(target);
   ConnectRequest req;
   req.kind = ConnectionKind::kData;
   req.from = local_.id();
   req.to = target;
   req.job_hash = job_hash_;
   req.from_incarnation = incarnation_;
-  req.to_incarnation = cards_[target].incarnation;
+  req.to_incarnation = card.incarnation;
   req.qp_num = initiator.qp_num;
   req.psn = initiator.psn;
   req.lid = initiator.lid;
-  auto reply = ConnectId(target, req);
+  auto reply = ConnectId(card, req);
   if (!reply.ok()) return reply.status();
   QpEndpoint responder = reply->responder;
   responder.node = target;

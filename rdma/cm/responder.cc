@@ -33,7 +33,7 @@ absl::Status CmConnector::Impl::PeerStatus(NodeId node) const {
 
 absl::StatusOr<ArenaInfo> CmConnector::Impl::Arena(NodeId node) const {
   if (node >= num_nodes()) return absl::InvalidArgumentError(absl::StrCat("no node ", node));
-  return cards_[node].arena;
+  return CardOf(node).arena;
 }
 
 size_t CmConnector::Impl::responder_connections() const {

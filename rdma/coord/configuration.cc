@@ -9,7 +9,7 @@ namespace rdma::coord {
 namespace {
 
 constexpr uint32_t kMagic = 0x46434452;  // "RDCF"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -65,10 +65,12 @@ std::string EncodeConfiguration(const Configuration& c) {
   Put<uint32_t>(out, kMagic);
   Put<uint16_t>(out, kVersion);
   Put<uint64_t>(out, c.epoch);
+  Put<uint64_t>(out, c.start);
   Put<uint32_t>(out, static_cast<uint32_t>(c.members.size()));
   for (const Member& m : c.members) {
     Put<uint32_t>(out, m.rank);
     Put<uint64_t>(out, m.incarnation);
+    Put<uint64_t>(out, m.since);
     Put<uint32_t>(out, static_cast<uint32_t>(m.card.size()));
     out += m.card;
   }
@@ -87,11 +89,11 @@ absl::StatusOr<Configuration> DecodeConfiguration(absl::string_view bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("configuration: version ", version, ", this build reads ", kVersion, " (another build?)"));
   }
-  if (!r.Take(&c.epoch) || !r.Take(&count)) return absl::InvalidArgumentError("configuration: truncated header");
+  if (!r.Take(&c.epoch) || !r.Take(&c.start) || !r.Take(&count)) return absl::InvalidArgumentError("configuration: truncated header");
   for (uint32_t i = 0; i < count; ++i) {
     Member m;
     uint32_t len = 0;
-    if (!r.Take(&m.rank) || !r.Take(&m.incarnation) || !r.Take(&len) || !r.TakeBytes(len, &m.card)) {
+    if (!r.Take(&m.rank) || !r.Take(&m.incarnation) || !r.Take(&m.since) || !r.Take(&len) || !r.TakeBytes(len, &m.card)) {
       return absl::InvalidArgumentError(absl::StrCat("configuration: member ", i, " truncated"));
     }
     if (!c.members.empty() && c.members.back().rank >= m.rank) {

@@ -337,6 +337,7 @@ absl::Status Membership::Manage() {
   bool running = false;
   for (const Member& m : cfg->members) running |= live.count({m.rank, m.incarnation}) > 0;
   Configuration next{cfg->epoch + 1, {}};
+  next.start = running ? cfg->start : next.epoch;
   std::map<uint32_t, Member> by_rank;
   for (const Member& m : cfg->members) {
     if (live.count({m.rank, m.incarnation})) by_rank[m.rank] = m;
@@ -352,7 +353,7 @@ absl::Status Membership::Manage() {
     auto card = zk_->Get(Root() + "/members/" + MemberName(rank, inc), false);
     if (absl::IsNotFound(card.status())) continue;  // it went meanwhile
     if (!card.ok()) return card.status();
-    by_rank[rank] = Member{rank, inc, card->bytes};
+    by_rank[rank] = Member{rank, inc, card->bytes, next.epoch};
   }
   for (auto& [rank, m] : by_rank) next.members.push_back(m);
   auto same = [](const std::vector<Member>& a, const std::vector<Member>& b) {
@@ -415,6 +416,22 @@ absl::Status Membership::ApplyNewEpochs() {
     applied = e;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Membership::Running(internal::ZkClient& zk, const std::string& job, uint32_t rank) {
+  const std::string root = "/rdmads/" + job;
+  auto d = zk.Get(root + "/config", false);
+  if (absl::IsNotFound(d.status())) return false;
+  if (!d.ok()) return d.status();
+  auto cfg = DecodeConfiguration(d->bytes);
+  if (!cfg.ok()) return cfg.status();
+  for (const Member& m : cfg->members) {
+    if (m.rank == rank) continue;
+    auto live = zk.Exists(root + "/members/" + MemberName(m.rank, m.incarnation), false);
+    if (!live.ok()) return live.status();
+    if (*live) return true;
+  }
+  return false;
 }
 
 }  // namespace rdma::coord

@@ -19,6 +19,8 @@
 //    Unavailable, or DeadlineExceeded after join_timeout. A fresh job's
 //    first epoch waits for `size` ranks; later processes (a restarted rank)
 //    are admitted in the next epoch, once no live process holds their rank.
+//    Each member carries the epoch that admitted it (Member::since), and
+//    each configuration the epoch its run of the job started in (start).
 //  * on_epoch runs on the membership thread for every epoch after the one
 //    Join found (the admitting one too, before Join returns), strictly in
 //    epoch order, never two at once. A process that falls more than
@@ -76,6 +78,10 @@ class Membership {
   static constexpr int kEpochHistory = 64;
 
   static absl::StatusOr<std::unique_ptr<Membership>> Join(MembershipOptions options);
+  // Whether job `job` runs now: a member of its configuration other than
+  // `rank` is registered. A process starting as `rank` then rejoins it
+  // (rdma/bootstrap/coord_bootstrap.h) rather than waits for a fresh start.
+  static absl::StatusOr<bool> Running(internal::ZkClient& zk, const std::string& job, uint32_t rank);
   ~Membership();
   Membership(const Membership&) = delete;
   Membership& operator=(const Membership&) = delete;

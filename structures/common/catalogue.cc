@@ -26,9 +26,10 @@ constexpr size_t kBytesWord = 7;     // part_bytes
 constexpr size_t kOffsetWord = 8;    // part offset
 constexpr size_t kOptionsWord = 9;   // words 9..24: the options text
 constexpr size_t kOptionsWords = 16;
+constexpr size_t kEpochWord = 25;    // the creator's epoch
 constexpr size_t kSumWord = kWords - 1;
 static_assert(kNameWords * 8 > Catalogue::kMaxName && kOptionsWords * 8 > Catalogue::kMaxOptions);
-static_assert(kOptionsWord + kOptionsWords < kSumWord);
+static_assert(kOptionsWord + kOptionsWords <= kEpochWord && kEpochWord < kSumWord);
 
 constexpr uint64_t kLockOffset = 0;
 constexpr uint64_t kHeaderOffset = 64;  // word 0: next free offset (0: none used yet); word 1: entries used
@@ -46,12 +47,13 @@ std::string TextAt(const EntryWords& w, size_t first, size_t words) {
   return std::string(p, strnlen(p, words * 8));
 }
 
-EntryWords Encode(const NamedSpec& spec, uint64_t offset) {
+EntryWords Encode(const NamedSpec& spec, uint64_t offset, uint64_t epoch) {
   EntryWords w{};
   std::memcpy(&w[0], spec.name.data(), spec.name.size());
   w[kShapeWord] = (uint64_t{static_cast<uint32_t>(spec.kind)} << 32) | spec.value_bytes;
   w[kBytesWord] = spec.part_bytes;
   w[kOffsetWord] = offset;
+  w[kEpochWord] = epoch;
   std::memcpy(&w[kOptionsWord], spec.options.data(), spec.options.size());
   w[kSumWord] = Sum(w);
   return w;
@@ -72,7 +74,7 @@ absl::StatusOr<NamedParts> Match(const EntryWords& w, const NamedSpec& spec) {
                                                       Describe(kind, value_bytes, options), "; asked for a ",
                                                       Describe(spec.kind, spec.value_bytes, spec.options)));
   }
-  return NamedParts{.offset = w[kOffsetWord], .created = false};
+  return NamedParts{.offset = w[kOffsetWord], .created = false, .epoch = w[kEpochWord]};
 }
 
 struct Table {
@@ -180,6 +182,10 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
           absl::StrCat("node ", n, "'s arena (", a.length, " bytes) cannot hold \"", spec.name, "\" at ", offset));
     }
   }
+  // Before any part is initialized: every node that joined by this epoch
+  // is let in here already (rdma::Cluster::epoch), so its part gets
+  // initialized below, or the creation fails.
+  const uint64_t epoch = cluster.epoch();
   const uint64_t slot = t.used;
   const std::array<uint64_t, 2> header{end, slot + 1};
   RETURN_IF_ERROR(s.Write(base + kHeaderOffset, header.data(), sizeof(header)));
@@ -192,8 +198,8 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
       RETURN_IF_ERROR(init(cluster.node(id), part));
       continue;
     }
-    // A node declared dead gets no part: its process never rejoins (a
-    // restarted one is refused), and its keys are Unavailable anyway.
+    // A node declared dead gets no part: its keys are Unavailable, and a
+    // process that rejoins as it joins after `epoch`, so its part is lost.
     if (!cluster.PeerStatus(id).ok()) continue;
     if (image == nullptr) {
       image = std::make_unique<Image>(spec.part_bytes);
@@ -209,9 +215,9 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
       return copied;
     }
   }
-  const EntryWords entry = Encode(spec, offset);
+  const EntryWords entry = Encode(spec, offset, epoch);
   RETURN_IF_ERROR(s.Write(base + kEntriesOffset + slot * Catalogue::kEntryBytes, entry.data(), entry.size() * 8));
-  return NamedParts{.offset = offset, .created = true};
+  return NamedParts{.offset = offset, .created = true, .epoch = epoch};
 }
 
 absl::Status CheckSpec(const NamedSpec& spec) {
@@ -263,6 +269,11 @@ absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec&
     return absl::FailedPreconditionError(absl::StrCat(
         "the cluster reserves ", self.reserved_bytes(), " bytes per node for named structures; the catalogue needs ",
         kFirstPart, " and the parts more; raise rdma::ClusterOptions::named_bytes"));
+  }
+  if (cluster.Restarted(0)) {
+    return absl::DataLossError(
+        "node 0, which keeps the catalogue of named structures, is a restarted process: the catalogue was lost "
+        "with its memory (no replication), and named structures cannot be found or made in this job any more");
   }
   const RestoreThreadNode restore;
   ASSIGN_OR_RETURN(std::unique_ptr<rdma::Session> s, cluster.ThisThread(self.id()));

@@ -33,12 +33,22 @@
 // (across processes, a connection to node 0 and to each node a new part is
 // copied to) and allocates nothing in the node's arena.
 //
+// Rejoin (rdma::Cluster::rejoined): an entry records the creator's epoch.
+// The creator reads it before it initializes the parts, and by then every
+// node admitted up to that epoch is reachable from it, so the parts of
+// every node that joined by that epoch are initialized; a node that joined
+// later has none (PartDirectory::OpenNamed marks it lost). When node 0's
+// process is not the one the job started with, the catalogue went with its
+// memory: every call fails with DataLoss rather than carve a range that
+// live parts of other nodes still use.
+//
 // Errors: InvalidArgument (a name empty or over kMaxName bytes),
 // FailedPrecondition (the name exists as another kind, value size or
 // options: the message names both; the cluster reserved no room for the
 // catalogue), ResourceExhausted (all kEntries used, or the reserved region
 // full: the message gives its size), Unavailable (node 0, which keeps the
-// catalogue, is down), and the lock's and session's errors.
+// catalogue, is down), DataLoss (node 0 restarted), and the lock's and
+// session's errors.
 
 #include <cstddef>
 #include <cstdint>
@@ -72,6 +82,10 @@ struct NamedSpec {
 struct NamedParts {
   uint64_t offset = 0;   // every node's part, from its arena base
   bool created = false;  // this call created the structure
+  // The creator's rdma::Cluster::epoch() when it made the structure: the
+  // part of a node whose process joined later (JoinedEpoch > epoch) began
+  // empty and is lost.
+  uint64_t epoch = 0;
 };
 
 struct Catalogue {

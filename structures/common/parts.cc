@@ -34,6 +34,7 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
     part_offset_ = std::exchange(other.part_offset_, 0);
     bases_ = std::move(other.bases_);
     nodes_ = std::move(other.nodes_);
+    lost_ = std::move(other.lost_);
     owned_ = other.owned_;
     catalogue_watch_ = std::move(other.catalogue_watch_);
     lock_watch_ = std::move(other.lock_watch_);
@@ -123,8 +124,17 @@ absl::StatusOr<PartDirectory> PartDirectory::OpenNamed(rdma::Cluster& cluster, c
   d.catalogue_watch_ = std::move(watch);
   d.bases_.assign(static_cast<size_t>(d.num_nodes_), rdma::RemotePtr());
   d.nodes_.assign(static_cast<size_t>(d.num_nodes_), nullptr);
+  d.lost_.assign(static_cast<size_t>(d.num_nodes_), "");
+  for (int n = 0; n < d.num_nodes_; ++n) {
+    const uint64_t joined = cluster.JoinedEpoch(static_cast<rdma::NodeId>(n));
+    if (joined <= found->epoch) continue;
+    d.lost_[n] = absl::StrCat("node ", n, "'s part of \"", spec.name, "\" is lost: the node's process joined in epoch ",
+                              joined, ", after the structure was made in epoch ", found->epoch,
+                              ", with empty memory (without replication a restarted node's parts stay gone)");
+  }
   for (rdma::Node* node : cluster.local_nodes()) {
     d.nodes_[node->id()] = node;
+    if (!d.lost_[node->id()].empty()) continue;
     d.bases_[node->id()] = rdma::RemotePtr(node->id(), node->arena_info().base + found->offset);
   }
   return d;
@@ -207,7 +217,7 @@ void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockL
 absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::Session* session) const {
   std::vector<rdma::RemotePtr> bases = bases_;
   for (int n = 0; n < num_nodes_; ++n) {
-    if (!bases[n].is_null() || session == nullptr) continue;  // others unreachable without a session anyway
+    if (!bases[n].is_null() || session == nullptr || !lost(static_cast<rdma::NodeId>(n)).empty()) continue;
     const rdma::ArenaInfo& a = session->arena(static_cast<rdma::NodeId>(n));
     if (part_offset_ + part_bytes_ > a.length) {
       return absl::FailedPreconditionError(absl::StrCat(what_, ": node ", n, "'s arena (", a.length,

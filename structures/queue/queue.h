@@ -200,6 +200,7 @@ class BasicQueue : public CreateOnCluster<BasicQueue<V, Checks>, QueueOptions> {
             *parts, [&]() -> absl::StatusOr<std::shared_ptr<queue_internal::NativeLeases>> {
               auto made = std::make_shared<queue_internal::NativeLeases>(static_cast<size_t>(source.num_nodes()));
               for (rdma::Node* node : source.local_nodes()) {
+                if (parts->local_base(node->id()).is_null()) continue;  // lost (PartDirectory::lost)
                 made->Add(node->id(), parts->local_base(node->id()), options.lock_timeout);
               }
               return made;

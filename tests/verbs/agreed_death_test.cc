@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -90,6 +91,15 @@ class AgreedDeathTest : public ::testing::Test {
     ProbeProcess& of(int rank) { return *procs[procs.size() == 1 ? 0 : rank]; }
   };
 
+  // Rank r's process of a launcher-less job of n.
+  static std::unique_ptr<ProbeProcess> StartRank(int r, int n, int session_ms, const std::string& name) {
+    return std::make_unique<ProbeProcess>(
+        std::vector<std::string>{Probe(), std::to_string(session_ms)},
+        std::vector<std::string>{"RDMADS_COORDINATOR=" + Server()->address(), "RDMADS_NODES=" + std::to_string(n),
+                                 "RDMADS_NODE_ID=" + std::to_string(r), absl::StrCat("RDMADS_CLUSTER=", name, "-", getpid()),
+                                 "PMIX_NAMESPACE", "PMIX_RANK"});
+  }
+
   Job Start(int n, bool mpirun, int session_ms, const std::string& name) {
     Job j;
     const std::string zk = Server()->address();
@@ -100,14 +110,7 @@ class AgreedDeathTest : public ::testing::Test {
                                    std::to_string(session_ms)},
           std::vector<std::string>{"RDMADS_NODES", "RDMADS_NODE_ID"}));
     } else {
-      for (int r = 0; r < n; ++r) {
-        j.procs.push_back(std::make_unique<ProbeProcess>(
-            std::vector<std::string>{Probe(), std::to_string(session_ms)},
-            std::vector<std::string>{"RDMADS_COORDINATOR=" + zk, "RDMADS_NODES=" + std::to_string(n),
-                                     "RDMADS_NODE_ID=" + std::to_string(r),
-                                     absl::StrCat("RDMADS_CLUSTER=", name, "-", getpid()), "PMIX_NAMESPACE",
-                                     "PMIX_RANK"}));
-      }
+      for (int r = 0; r < n; ++r) j.procs.push_back(StartRank(r, n, session_ms, name));
     }
     for (const auto& p : j.procs) EXPECT_TRUE(p->started()) << "cannot start " << Probe() << (mpirun ? " under mpirun" : "");
     for (int r = 0; r < n; ++r) {
@@ -247,6 +250,74 @@ TEST_F(AgreedDeathTest, AProcessPausedPastItsSessionWritesNothingAfterItWasDropp
       EXPECT_NE(w[3], before0);
       EXPECT_NE(w[3], before1);
     }
+  }
+}
+
+// Rejoin: rank 2 is killed and started again while 0 and 1 go on. The new
+// process is admitted, reads the named map's parts on the live nodes and
+// gets DataLoss for its own (its memory began empty), all within 2 s of its
+// start; the survivors' old sessions leave it alone, and new sessions of
+// either side reach every node, through a map made after the rejoin.
+TEST_F(AgreedDeathTest, ARestartedProcessRejoinsAndReadsEveryNamedStructure) {
+  const int kSessionMs = 4000;
+  Job j = Start(3, /*mpirun=*/false, kSessionMs, "rejoin");
+  if (HasFailure()) return;
+  kill(j.pid[2], SIGKILL);
+  Seen seen;
+  ASSERT_TRUE(DropSeen(j, 0, 2, 30s, &seen)) << j.of(0).Transcript();
+  ASSERT_TRUE(DropSeen(j, 1, 2, 30s, &seen)) << j.of(1).Transcript();
+  const auto t_start = std::chrono::steady_clock::now();
+  j.procs[2] = StartRank(2, 3, kSessionMs, "rejoin");
+  ASSERT_TRUE(j.procs[2]->started());
+  ProbeProcess& back = *j.procs[2];
+  ASSERT_TRUE(back.WaitFor([](const std::string& l) { return l == "ready 2"; }, 60s)) << back.Transcript();
+  EXPECT_TRUE(back.WaitFor([](const std::string& l) { return StartsWith(l, "rejoined 2 "); }, 1s)) << back.Transcript();
+  // Writer 0's values, as the rejoined process reads them.
+  std::map<int, std::string> got;
+  for (int home = 0; home < 3; ++home) {
+    const size_t from = back.line_count();
+    back.Send(absl::StrCat("read 0 ", home));
+    std::string line;
+    const std::string head = absl::StrCat("read 2 0 ", home, " ");
+    ASSERT_TRUE(back.WaitForFrom(from, [&](const std::string& l) { return StartsWith(l, head); }, 30s, &line))
+        << back.Transcript();
+    got[home] = line.substr(head.size());
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+  std::printf("a restarted process rejoined and read the named map on every node %.0f ms after its start\n", ms);
+  EXPECT_LT(ms, 2000) << "start to rejoined reads";
+  for (int home : {0, 1}) {
+    EXPECT_TRUE(!got[home].empty() && std::isdigit(static_cast<unsigned char>(got[home][0])))
+        << "writer 0's key on node " << home << ": " << got[home];
+  }
+  EXPECT_NE(got[2].find("DATA_LOSS"), std::string::npos) << "its own part, which began empty: " << got[2];
+  // Both survivors applied an epoch with rank 2 back.
+  for (int s : {0, 1}) {
+    EXPECT_TRUE(j.of(s).WaitFor(
+        [&](const std::string& l) {
+          auto w = Words(l);
+          return StartsWith(l, absl::StrCat("epoch ", s, " ")) && w.size() == 7 && w[6] == "2";
+        },
+        30s))
+        << j.of(s).Transcript();
+  }
+  // A map made now spans every node, from either side.
+  for (int r : {0, 2}) {
+    const size_t from = j.of(r).line_count();
+    j.of(r).Send("check after");
+    std::string line;
+    ASSERT_TRUE(j.of(r).WaitForFrom(
+        from, [&](const std::string& l) { return StartsWith(l, absl::StrCat("check ", r, " ")); }, 30s, &line))
+        << j.of(r).Transcript();
+    EXPECT_EQ(line, absl::StrCat("check ", r, " after 0=OK 1=OK 2=OK")) << j.of(r).Transcript();
+  }
+  // And the survivors' writes go on.
+  for (int s : {0, 1}) {
+    const uint64_t was = LastProgress(j, s);
+    const std::string head = absl::StrCat("progress ", s, " ");
+    EXPECT_TRUE(j.of(s).WaitFor(
+        [&](const std::string& l) { return StartsWith(l, head) && std::stoull(l.substr(head.size())) > was; }, 30s))
+        << j.of(s).Transcript();
   }
 }
 

@@ -1,7 +1,7 @@
 // One process of a job opened with a coordinator (Cluster::Open from the
 // environment), driven by agreed_death_test: it keeps writing into every
 // live node's part of a hash map and prints what it sees, one line each:
-//   "pid <rank> <pid>", "ready <rank>",
+//   "pid <rank> <pid>", "rejoined <rank> <epoch>" (a restarted process), "ready <rank>",
 //   "epoch <rank> <E> <monotonic ns> <member ranks...>"   (each epoch applied)
 //   "progress <rank> <writes>"                            (every 100 rounds)
 //   "write <rank> <home> <value> <status>"                (a write that failed)
@@ -10,7 +10,12 @@
 // Commands on stdin (launcher-less runs; under mpirun stdin is empty and it
 // just runs until killed):
 //   "read <writer> <home>"  reads the key `writer` writes on node `home`
+//   "check <name>"          with a new session, opens (or makes) hash map
+//                           <name>, puts then gets its key on every node:
+//                           "check <rank> <name> <home>=<status code>..."
 //   "quit"
+// It writes only to the processes its session reached: once a node rejoins
+// as a new process, this session's writes skip it.
 // Usage: cluster_probe SESSION_MS
 #include <poll.h>
 #include <time.h>
@@ -82,9 +87,15 @@ int main(int argc, char** argv) {
     Say(absl::StrCat("error client ", client.status().ToString()));
     return 1;
   }
-  std::vector<uint64_t> mine(n);
-  for (int h = 0; h < n; ++h) mine[h] = KeyOf(*map, rank, h);
-  if (absl::Status s = c.Barrier(); !s.ok()) {
+  std::vector<uint64_t> mine(n), reached(n);
+  for (int h = 0; h < n; ++h) {
+    mine[h] = KeyOf(*map, rank, h);
+    reached[h] = c.Incarnation(static_cast<rdma::NodeId>(h));
+  }
+  std::vector<bool> lost(n, false);  // homes whose part is lost (DataLoss)
+  if (c.rejoined()) {
+    Say(absl::StrCat("rejoined ", rank, " ", c.epoch()));
+  } else if (absl::Status s = c.Barrier(); !s.ok()) {
     Say(absl::StrCat("error barrier ", s.ToString()));
     return 1;
   }
@@ -101,7 +112,11 @@ int main(int argc, char** argv) {
       Say(line);
     }
     for (int h = 0; h < n && !fenced; ++h) {
-      if (h != rank && !c.PeerStatus(static_cast<rdma::NodeId>(h)).ok()) continue;
+      if (lost[h]) continue;
+      if (h != rank && (!c.PeerStatus(static_cast<rdma::NodeId>(h)).ok() ||
+                        c.Incarnation(static_cast<rdma::NodeId>(h)) != reached[h])) {
+        continue;
+      }
       const uint64_t value = (uint64_t(rank) << 48) | (writes + 1);
       auto put = (*client)->Put(mine[h], value);
       if (put.ok()) {
@@ -109,6 +124,7 @@ int main(int argc, char** argv) {
         continue;
       }
       Say(absl::StrCat("write ", rank, " ", h, " ", value, " ", put.status().ToString()));
+      lost[h] = absl::IsDataLoss(put.status());
       if (c.membership()->fenced()) {
         fenced = true;
         Say(absl::StrCat("fenced ", rank, " ", MonoNs(), " ", c.ServingStatus().ToString()));
@@ -124,6 +140,39 @@ int main(int argc, char** argv) {
           continue;
         }
         if (cmd == "quit") break;
+        if (cmd.rfind("check ", 0) == 0) {
+          const std::string name = cmd.substr(6);
+          std::string line = absl::StrCat("check ", rank, " ", name);
+          auto s2 = c.ThisThread();
+          if (!s2.ok()) {
+            Say(absl::StrCat(line, " setup ", s2.status().ToString()));
+            continue;
+          }
+          auto m2 = structures::HashMap<uint64_t>::Open(c, name);
+          if (!m2.ok()) {
+            Say(absl::StrCat(line, " setup ", m2.status().ToString()));
+            continue;
+          }
+          auto c2 = m2->NewClient(**s2);
+          if (!c2.ok()) {
+            Say(absl::StrCat(line, " setup ", c2.status().ToString()));
+            continue;
+          }
+          for (int h = 0; h < n; ++h) {
+            const uint64_t key = KeyOf(*m2, rank, h);
+            absl::Status st = (*c2)->Put(key, 1000 + h).status();
+            if (st.ok()) {
+              auto got = (*c2)->Get(key);
+              st = !got.ok() ? got.status()
+                   : (got->has_value() && **got == uint64_t(1000 + h))
+                       ? absl::OkStatus()
+                       : absl::InternalError("read back another value");
+            }
+            absl::StrAppend(&line, " ", h, "=", absl::StatusCodeToString(st.code()));
+          }
+          Say(line);
+          continue;
+        }
         int writer = 0, home = 0;
         if (std::sscanf(cmd.c_str(), "read %d %d", &writer, &home) == 2 && writer < n && home < n) {
           auto v = (*client)->Get(KeyOf(*map, writer, home));

@@ -36,20 +36,30 @@ class CmConnector::Impl {
 
   absl::Status Listen(uint64_t job_hash, int num_nodes);
   absl::Status Publish(Bootstrap& boot);
+  // Control connections to every higher rank (a job's start).
   absl::Status ConnectControl();
+  // A rejoining process: its card, then every rank's card from the job's
+  // configuration ("" for a rank not in it), then control connections to
+  // every live rank (refusals retried while those peers catch up).
+  NodeCard MyCard() const;
+  absl::Status AdoptCards(const std::vector<std::string>& cards);
+  absl::Status ConnectControlToAll();
+  absl::Status Readmit(NodeId node, const NodeCard& card);
 
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator);
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder);
   absl::Status PeerStatus(NodeId node) const;
   void ReportUnreachable(NodeId node, const absl::Status& why);
   absl::StatusOr<ArenaInfo> Arena(NodeId node) const;
-  int num_nodes() const { return static_cast<int>(cards_.size()); }
+  int num_nodes() const { return num_nodes_; }
   std::string listen_address() const { return absl::StrCat(address_, ":", port_); }
   size_t responder_connections() const;
   void SetDeathListener(std::function<void(NodeId, const std::string&)> listener);
   void Fence(NodeId node, const std::string& why);
   uint64_t incarnation() const { return incarnation_; }
-  uint64_t incarnation_of(NodeId node) const { return node < cards_.size() ? cards_[node].incarnation : 0; }
+  uint64_t incarnation_of(NodeId node) const {
+    return node < static_cast<NodeId>(num_nodes_) ? incarnations_[node].load(std::memory_order_acquire) : 0;
+  }
 
  private:
   // One rdma_cm connection this node is an end of.
@@ -65,8 +75,15 @@ class CmConnector::Impl {
   };
   absl::StatusOr<std::shared_ptr<QueuePair>> NewPlaceholderQp();
 
-  absl::StatusOr<AcceptReply> ConnectId(NodeId target, const ConnectRequest& req,
+  // `card` is the target's as this node knows it when the connect starts.
+  absl::StatusOr<AcceptReply> ConnectId(const NodeCard& card, const ConnectRequest& req,
                                         std::shared_ptr<QueuePair> placeholder = nullptr);
+  absl::Status ConnectControlTo(NodeId n);
+  // cards_[n], copied under mu_ (a readmission replaces it).
+  NodeCard CardOf(NodeId n) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cards_[n];
+  }
   void RunEvents();
   void OnEvent(rdma_cm_event* ev);
   void OnRequest(rdma_cm_id* id, absl::string_view data);
@@ -75,8 +92,10 @@ class CmConnector::Impl {
   void MarkDead(NodeId node, const std::string& why, bool detected = true);
   // MarkDead for every other node (mu_ held).
   void MarkAllDead(const std::string& why);
-  std::string Peer(NodeId n) const {
-    return absl::StrCat("node ", n, " (", cards_[n].address, ":", cards_[n].cm_port, ")");
+  // mu_ held, or a card copied with CardOf.
+  std::string Peer(NodeId n) const { return Peer(cards_[n]); }
+  static std::string Peer(const NodeCard& c) {
+    return absl::StrCat("node ", c.node, " (", c.address, ":", c.cm_port, ")");
   }
 
   Node& local_;
@@ -86,7 +105,11 @@ class CmConnector::Impl {
   uint64_t incarnation_ = NewIncarnation();
   std::string address_;
   uint16_t port_ = 0;
-  std::vector<NodeCard> cards_;  // by node id, fixed after Publish
+  int num_nodes_ = 0;
+  // By node id, under mu_: set by Publish (or AdoptCards), replaced for a
+  // node readmitted as a new process; incarnations_ mirrors them lock-free.
+  std::vector<NodeCard> cards_;
+  std::unique_ptr<std::atomic<uint64_t>[]> incarnations_;
 
   Channel channel_;  // the listener's and every established connection's events
   rdma_cm_id* listen_id_ = nullptr;
