@@ -319,6 +319,31 @@ TEST_F(AgreedDeathTest, ARestartedProcessRejoinsAndReadsEveryNamedStructure) {
         [&](const std::string& l) { return StartsWith(l, head) && std::stoull(l.substr(head.size())) > was; }, 30s))
         << j.of(s).Transcript();
   }
+  // Node 0 keeps the catalogue of names. When its process restarts, the
+  // catalogue went with its memory: opening a name says so, on either side,
+  // rather than carve new parts over the live ones of nodes 1 and 2.
+  const size_t mark = j.of(1).line_count();
+  kill(j.pid[0], SIGKILL);
+  ASSERT_TRUE(DropSeen(j, 1, 0, 30s, &seen)) << j.of(1).Transcript();
+  j.procs[0] = StartRank(0, 3, kSessionMs, "rejoin");
+  std::string line;
+  EXPECT_TRUE(j.of(0).WaitFor([](const std::string& l) { return StartsWith(l, "error setup "); }, 60s, &line))
+      << j.of(0).Transcript();
+  EXPECT_NE(line.find("DATA_LOSS"), std::string::npos) << line;
+  ASSERT_TRUE(j.of(1).WaitForFrom(
+      mark,
+      [](const std::string& l) {
+        auto w = Words(l);
+        return StartsWith(l, "epoch 1 ") && w.size() == 7 && w[4] == "0";
+      },
+      30s))
+      << "rank 1 never applied an epoch with rank 0 back\n"
+      << j.of(1).Transcript();
+  const size_t from = j.of(1).line_count();
+  j.of(1).Send("check names-after-node-0");
+  ASSERT_TRUE(j.of(1).WaitForFrom(from, [](const std::string& l) { return StartsWith(l, "check 1 "); }, 30s, &line))
+      << j.of(1).Transcript();
+  EXPECT_NE(line.find("setup DATA_LOSS"), std::string::npos) << line;
 }
 
 }  // namespace

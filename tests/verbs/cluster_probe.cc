@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
   auto thread = c.ThisThread();
   if (!map.ok() || !thread.ok()) {
     Say(absl::StrCat("error setup ", map.ok() ? thread.status().ToString() : map.status().ToString()));
+    // A rejoined process stays in the job until told (its peers see it back).
+    for (std::string cmd; c.rejoined() && std::getline(std::cin, cmd) && cmd != "quit";) {
+    }
     return 1;
   }
   auto client = map->NewClient(**thread);
