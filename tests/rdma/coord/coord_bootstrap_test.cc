@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rdma/coord/membership.h"
 #include "testing/zk_server.h"
 
 namespace rdma::bootstrap {
@@ -71,6 +72,52 @@ TEST(CoordBootstrapTest, ASecondProcessOfARankIsRefusedNamingTheHolder) {
   first->reset();
   auto third = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{30'000ms});
   EXPECT_TRUE(third.ok()) << third.status();
+}
+
+// A process started for a rank of a job that runs (another rank's member
+// is registered) rejoins: no rendezvous, and collectives are refused.
+TEST(CoordBootstrapTest, AProcessOfARunningJobRejoinsWithoutCollectives) {
+  std::unique_ptr<ZkServer> own;
+  auto zk = ZkServer::Shared(&own);
+  ASSERT_TRUE(zk.ok()) << zk.status();
+  const std::string job = Job("running");
+  {
+    auto fresh = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{30'000ms});
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    EXPECT_FALSE((*fresh)->rejoining()) << "nothing of the job runs yet";
+  }
+  // The job runs: both ranks are members.
+  std::vector<std::unique_ptr<coord::Membership>> members(2);
+  std::vector<std::thread> ts;
+  for (uint32_t r = 0; r < 2; ++r) {
+    ts.emplace_back([&, r] {
+      coord::MembershipOptions o;
+      o.ensemble = *zk;
+      o.job = job;
+      o.size = 2;
+      o.rank = r;
+      o.incarnation = 0x100 + r;
+      auto m = coord::Membership::Join(o);
+      EXPECT_TRUE(m.ok()) << m.status();
+      if (m.ok()) members[r] = *std::move(m);
+    });
+  }
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(members[0] != nullptr && members[1] != nullptr);
+  // Rank 1 is started again (its old process is still a member: the
+  // membership holds it back until that one is dropped, not the bootstrap).
+  auto again = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{3000ms});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->rejoining());
+  auto all = (*again)->AllGather("x");
+  EXPECT_TRUE(absl::IsFailedPrecondition(all.status())) << all.status();
+  EXPECT_NE(all.status().message().find("rejoined"), std::string::npos) << all.status();
+  EXPECT_TRUE(absl::IsFailedPrecondition((*again)->Barrier()));
+  // Once every member left, a new start is a fresh job again.
+  members.clear();
+  auto later = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{30'000ms});
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_FALSE((*later)->rejoining());
 }
 
 TEST(CoordBootstrapTest, AMissingRankIsABoundedErrorNamingIt) {

@@ -1,6 +1,7 @@
 // One member of a job, driven over stdin/stdout by membership_test: it joins,
 // prints what it sees, and obeys one command a line.
 //   out: "inc <hex>", "joined <epoch>", "epoch <E> <rank>/<inc> ...",
+//        "since <E> start <S> <rank>:<epoch that admitted it> ...",
 //        "manager", "fenced <why>", and one answer per command
 //   in:  "report <rank>"  ReportDeath of that rank's member in the current epoch
 //        "serving"        prints "serving OK" or "serving <status>"
@@ -48,8 +49,13 @@ int main(int argc, char** argv) {
   o.card = absl::StrCat("card of ", o.rank);
   o.on_epoch = [](const rdma::coord::Configuration&, const rdma::coord::Configuration& after) {
     std::string line = absl::StrCat("epoch ", after.epoch);
-    for (const auto& m : after.members) absl::StrAppend(&line, absl::StrFormat(" %u/%016x", m.rank, m.incarnation));
+    std::string since = absl::StrCat("since ", after.epoch, " start ", after.start);
+    for (const auto& m : after.members) {
+      absl::StrAppend(&line, absl::StrFormat(" %u/%016x", m.rank, m.incarnation));
+      absl::StrAppend(&since, " ", m.rank, ":", m.since);
+    }
     Say(line);
+    Say(since);
   };
   o.on_fenced = [](const absl::Status& why) { Say(absl::StrCat("fenced ", why.ToString())); };
   auto m = rdma::coord::Membership::Join(o);

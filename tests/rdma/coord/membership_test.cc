@@ -176,6 +176,19 @@ TEST(MembershipTest, ARestartedRankRejoinsAndADuplicateWaits) {
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(ms[r].p->WaitFor(EpochWith(back, true), 10s)) << ms[r].p->Transcript();
   std::vector<Member*> all = {&ms[0], &ms[1], &back};
   ExpectOneHistory(all);
+  // Each member carries the epoch that admitted it: the first ranks the
+  // job's start, the newcomer the epoch it came back in.
+  std::string since;
+  for (const std::string& l : ms[0].p->Lines()) {
+    if (StartsWith(l, "since ")) since = l;
+  }
+  std::vector<std::string> w = absl::StrSplit(since, ' ');
+  ASSERT_EQ(w.size(), 7u) << since;
+  const std::string start = w[3];
+  EXPECT_EQ(w[4], "0:" + start) << since;
+  EXPECT_EQ(w[5], "1:" + start) << since;
+  EXPECT_NE(w[6], "2:" + start) << since;
+  EXPECT_GT(std::stoull(w[6].substr(2)), std::stoull(start)) << since;
 }
 
 TEST(MembershipTest, AProcessPausedPastItsSessionFencesItselfOnResume) {
