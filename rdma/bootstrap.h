@@ -7,7 +7,8 @@
 //  * PMIx when a launcher set PMIX_NAMESPACE (mpirun, srun --mpi=pmix);
 //  * the coordinator's rendezvous when RDMADS_COORDINATOR is set, with
 //    RDMADS_NODES (the job's size), RDMADS_NODE_ID (this rank) and
-//    RDMADS_CLUSTER (the job's name, default "rdmads")
+//    RDMADS_CLUSTER (the job's name, default "rdmads"), and RDMADS_REJOIN
+//    (1 or auto: this process restarts a rank of the running job)
 //    (rdma/bootstrap/coord_bootstrap.h);
 //  * else a job of this one process (RDMADS_NODES and RDMADS_NODE_ID, if
 //    set, must say 1 and 0).

@@ -47,6 +47,12 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment(const Boot
     return std::string(v);
   };
   try {
+    const std::string rejoin(absl::StripAsciiWhitespace(env("RDMADS_REJOIN").value_or("")));
+    if (!rejoin.empty() && rejoin != "0" && (env("PMIX_NAMESPACE") || !env("RDMADS_COORDINATOR"))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RDMADS_REJOIN=", rejoin, " needs the coordinator's start (RDMADS_COORDINATOR, RDMADS_NODES, "
+          "RDMADS_NODE_ID, no launcher): a launcher cannot add a process to its job"));
+    }
     if (env("PMIX_NAMESPACE")) {
       if (!env("PMIX_RANK")) {
         return absl::InvalidArgumentError(

@@ -42,12 +42,20 @@ class CoordBootstrap final : public Bootstrap {
     if (!zk.ok()) return zk.status();
     zk_ = *std::move(zk);
     // A running job (another rank's member registered) takes this process
-    // back through the membership; the rendezvous is only for a start.
-    absl::StatusOr<bool> running = coord::Membership::Running(*zk_, c_.job, static_cast<uint32_t>(c_.rank));
-    if (!running.ok()) return running.status();
-    if (*running) {
-      rejoining_ = true;
-      return absl::OkStatus();
+    // back through the membership when it may rejoin; the rendezvous is
+    // only for a start.
+    if (c_.rejoin != RejoinMode::kNever) {
+      absl::StatusOr<bool> running = coord::Membership::Running(*zk_, c_.job, static_cast<uint32_t>(c_.rank));
+      if (!running.ok()) return running.status();
+      if (*running) {
+        rejoining_ = true;
+        return absl::OkStatus();
+      }
+      if (c_.rejoin == RejoinMode::kAlways) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "RDMADS_REJOIN=1, but job '", c_.job, "' does not run: no other rank is a member of it; start it "
+            "without RDMADS_REJOIN (or with RDMADS_REJOIN=auto)"));
+      }
     }
     if (absl::Status s = zk_->EnsurePath(root_ + "/arrive"); !s.ok()) return s;
     if (absl::Status s = CreateWaitingOutStale(root_ + "/arrive/" + RankName(c_.rank),
@@ -261,6 +269,18 @@ absl::StatusOr<CoordConfig> CoordConfigFromEnv(const EnvLookup& getenv) {
         absl::StrCat("RDMADS_NODE_ID=", c.rank, " is out of range: RDMADS_NODES=", c.size, ", so ranks are 0..", c.size - 1));
   }
   if (cluster) c.job = *cluster;
+  const std::optional<std::string> rejoin = getenv("RDMADS_REJOIN");
+  const std::string mode(absl::StripAsciiWhitespace(rejoin.value_or("")));
+  if (mode.empty() || mode == "0") {
+    c.rejoin = RejoinMode::kNever;
+  } else if (mode == "1") {
+    c.rejoin = RejoinMode::kAlways;
+  } else if (mode == "auto") {
+    c.rejoin = RejoinMode::kAuto;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("RDMADS_REJOIN='", *rejoin,
+                                                   "': want 0 (a fresh start), 1 (rejoin the running job) or auto"));
+  }
   if (c.job.empty() || c.job.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("RDMADS_CLUSTER='", c.job, "': want a non-empty name without '/'"));
   }

@@ -8,10 +8,10 @@
 //   RDMADS_COORDINATOR=127.0.0.1:2181 RDMADS_NODES=3 RDMADS_NODE_ID=1 ./service
 //   // FromEnvironment picks it when RDMADS_COORDINATOR and RDMADS_NODES are set
 //
-// A process whose job already runs (another rank's member is registered in
-// the job's membership) skips the rendezvous: rejoining() is true and its
-// collectives are refused; rdma::Cluster::Open then joins it through the
-// membership.
+// A process allowed to rejoin (CoordConfig::rejoin) whose job runs (another
+// rank's member is registered in the job's membership) skips the
+// rendezvous: rejoining() is true and its collectives are refused;
+// rdma::Cluster::Open then joins it through the membership.
 //
 // Under /rdmads/<job>/boot: each rank claims arrive/<rank> (ephemeral, its
 // incarnation), so a second live process of a rank waits and then fails,
@@ -40,17 +40,25 @@
 
 namespace rdma::bootstrap {
 
+// Whether a process may rejoin a running job (RDMADS_REJOIN): never (a
+// fresh start's rendezvous; unset or "0"), always ("1": FailedPrecondition
+// when the job does not run), or when it runs ("auto"). A job re-opened by
+// the same processes one after another (one may still be a member when the
+// next opens) must not rejoin, hence no guessing by default.
+enum class RejoinMode { kNever, kAlways, kAuto };
+
 struct CoordConfig {
   std::string ensemble;  // "host:port[,host:port...]"
   std::string job = "rdmads";
   int rank = 0;
   int size = 1;
+  RejoinMode rejoin = RejoinMode::kNever;
 };
 
 // Reads a variable of the environment (nullopt = unset).
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 
-// RDMADS_COORDINATOR, RDMADS_NODES, RDMADS_NODE_ID, RDMADS_CLUSTER.
+// RDMADS_COORDINATOR, RDMADS_NODES, RDMADS_NODE_ID, RDMADS_CLUSTER, RDMADS_REJOIN.
 absl::StatusOr<CoordConfig> CoordConfigFromEnv(const EnvLookup& getenv);
 
 absl::StatusOr<std::unique_ptr<Bootstrap>> CreateCoordBootstrap(const CoordConfig& config,

@@ -51,7 +51,7 @@ std::map<std::string, std::optional<std::string>> NoJob() {
   return {{"PMIX_NAMESPACE", std::nullopt},     {"PMIX_RANK", std::nullopt},  {"RDMADS_NODE_ID", std::nullopt},
           {"RDMADS_NODES", std::nullopt},       {"RDMADS_COORDINATOR", std::nullopt},
           {"RDMADS_PEERS", std::nullopt},       {"RDMADS_PEERS_FILE", std::nullopt},
-          {"RDMADS_CLUSTER", std::nullopt}};
+          {"RDMADS_CLUSTER", std::nullopt},     {"RDMADS_REJOIN", std::nullopt}};
 }
 
 TEST(FromEnvironment, NothingSetIsAJobOfThisOneProcess) {
@@ -112,6 +112,39 @@ TEST(FromEnvironment, TheCoordinatorNeedsTheJobsSize) {
   auto b = Bootstrap::FromEnvironment();
   EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
   EXPECT_THAT(std::string(b.status().message()), HasSubstr("RDMADS_NODES"));
+}
+
+TEST(FromEnvironment, RejoinNeedsTheCoordinatorsStartAndAKnownMode) {
+  {
+    auto vars = NoJob();
+    vars["RDMADS_REJOIN"] = "1";
+    ScopedEnv env(vars);
+    auto b = Bootstrap::FromEnvironment();
+    EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("RDMADS_COORDINATOR"));
+  }
+  {
+    auto vars = NoJob();
+    vars["RDMADS_REJOIN"] = "1";
+    vars["PMIX_NAMESPACE"] = "job";
+    vars["PMIX_RANK"] = "0";
+    vars["RDMADS_COORDINATOR"] = "127.0.0.1:1";
+    ScopedEnv env(vars);
+    auto b = Bootstrap::FromEnvironment();
+    EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("launcher"));
+  }
+  {
+    auto vars = NoJob();
+    vars["RDMADS_REJOIN"] = "yes";
+    vars["RDMADS_COORDINATOR"] = "127.0.0.1:1";
+    vars["RDMADS_NODES"] = "2";
+    vars["RDMADS_NODE_ID"] = "1";
+    ScopedEnv env(vars);
+    auto b = Bootstrap::FromEnvironment();
+    EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("RDMADS_REJOIN='yes'"));
+  }
 }
 
 TEST(FromEnvironment, PmixNamespaceWithoutRank) {

@@ -92,12 +92,14 @@ class AgreedDeathTest : public ::testing::Test {
   };
 
   // Rank r's process of a launcher-less job of n.
-  static std::unique_ptr<ProbeProcess> StartRank(int r, int n, int session_ms, const std::string& name) {
+  // `rejoin`: started again while the job runs (RDMADS_REJOIN=1).
+  static std::unique_ptr<ProbeProcess> StartRank(int r, int n, int session_ms, const std::string& name,
+                                                 bool rejoin = false) {
     return std::make_unique<ProbeProcess>(
         std::vector<std::string>{Probe(), std::to_string(session_ms)},
         std::vector<std::string>{"RDMADS_COORDINATOR=" + Server()->address(), "RDMADS_NODES=" + std::to_string(n),
                                  "RDMADS_NODE_ID=" + std::to_string(r), absl::StrCat("RDMADS_CLUSTER=", name, "-", getpid()),
-                                 "PMIX_NAMESPACE", "PMIX_RANK"});
+                                 rejoin ? "RDMADS_REJOIN=1" : "RDMADS_REJOIN", "PMIX_NAMESPACE", "PMIX_RANK"});
   }
 
   Job Start(int n, bool mpirun, int session_ms, const std::string& name) {
@@ -267,7 +269,7 @@ TEST_F(AgreedDeathTest, ARestartedProcessRejoinsAndReadsEveryNamedStructure) {
   ASSERT_TRUE(DropSeen(j, 0, 2, 30s, &seen)) << j.of(0).Transcript();
   ASSERT_TRUE(DropSeen(j, 1, 2, 30s, &seen)) << j.of(1).Transcript();
   const auto t_start = std::chrono::steady_clock::now();
-  j.procs[2] = StartRank(2, 3, kSessionMs, "rejoin");
+  j.procs[2] = StartRank(2, 3, kSessionMs, "rejoin", /*rejoin=*/true);
   ASSERT_TRUE(j.procs[2]->started());
   ProbeProcess& back = *j.procs[2];
   ASSERT_TRUE(back.WaitFor([](const std::string& l) { return l == "ready 2"; }, 60s)) << back.Transcript();
@@ -325,7 +327,7 @@ TEST_F(AgreedDeathTest, ARestartedProcessRejoinsAndReadsEveryNamedStructure) {
   const size_t mark = j.of(1).line_count();
   kill(j.pid[0], SIGKILL);
   ASSERT_TRUE(DropSeen(j, 1, 0, 30s, &seen)) << j.of(1).Transcript();
-  j.procs[0] = StartRank(0, 3, kSessionMs, "rejoin");
+  j.procs[0] = StartRank(0, 3, kSessionMs, "rejoin", /*rejoin=*/true);
   std::string line;
   EXPECT_TRUE(j.of(0).WaitFor([](const std::string& l) { return StartsWith(l, "error setup "); }, 60s, &line))
       << j.of(0).Transcript();

@@ -75,7 +75,8 @@ TEST(CoordBootstrapTest, ASecondProcessOfARankIsRefusedNamingTheHolder) {
 }
 
 // A process started for a rank of a job that runs (another rank's member
-// is registered) rejoins: no rendezvous, and collectives are refused.
+// is registered) rejoins when allowed (RDMADS_REJOIN): no rendezvous, and
+// collectives are refused.
 TEST(CoordBootstrapTest, AProcessOfARunningJobRejoinsWithoutCollectives) {
   std::unique_ptr<ZkServer> own;
   auto zk = ZkServer::Shared(&own);
@@ -106,18 +107,28 @@ TEST(CoordBootstrapTest, AProcessOfARunningJobRejoinsWithoutCollectives) {
   ASSERT_TRUE(members[0] != nullptr && members[1] != nullptr);
   // Rank 1 is started again (its old process is still a member: the
   // membership holds it back until that one is dropped, not the bootstrap).
-  auto again = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{3000ms});
+  auto again = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2, RejoinMode::kAuto}, BootstrapOptions{3000ms});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE((*again)->rejoining());
+  // Without leave to rejoin it is a fresh start's rendezvous (a job the same
+  // processes re-open one after another).
+  auto plain = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{3000ms});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE((*plain)->rejoining());
+  plain->reset();
   auto all = (*again)->AllGather("x");
   EXPECT_TRUE(absl::IsFailedPrecondition(all.status())) << all.status();
   EXPECT_NE(all.status().message().find("rejoined"), std::string::npos) << all.status();
   EXPECT_TRUE(absl::IsFailedPrecondition((*again)->Barrier()));
   // Once every member left, a new start is a fresh job again.
   members.clear();
-  auto later = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2}, BootstrapOptions{30'000ms});
+  auto later = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2, RejoinMode::kAuto}, BootstrapOptions{30'000ms});
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_FALSE((*later)->rejoining());
+  later->reset();
+  auto forced = CreateCoordBootstrap(CoordConfig{*zk, job, 1, 2, RejoinMode::kAlways}, BootstrapOptions{3000ms});
+  EXPECT_TRUE(absl::IsFailedPrecondition(forced.status())) << forced.status();
+  EXPECT_NE(forced.status().message().find("does not run"), std::string::npos) << forced.status();
 }
 
 TEST(CoordBootstrapTest, AMissingRankIsABoundedErrorNamingIt) {
