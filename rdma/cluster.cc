@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <utility>
@@ -145,7 +146,10 @@ absl::Status Cluster::JoinMembership(const std::string& ensemble, const ClusterO
   membership_ = *std::move(m);
   const coord::Configuration cfg = membership_->current();
   start_epoch_.store(cfg.start, std::memory_order_release);
-  if (!bootstrap_->rejoining()) applied_epoch_.store(cfg.epoch, std::memory_order_release);
+  if (!bootstrap_->rejoining()) {
+    std::lock_guard<std::mutex> l(readmit_mu_);
+    seen_epoch_ = cfg.epoch;
+  }
   for (const coord::Member& mem : cfg.members) {
     if (mem.rank < static_cast<uint32_t>(num_nodes_)) joined_epoch_[mem.rank].store(mem.since, std::memory_order_release);
   }
@@ -243,57 +247,65 @@ void Cluster::OnEpoch(const coord::Configuration& before, const coord::Configura
     agreed_dead_[n].store(true, std::memory_order_release);
   }
   // New processes of ranks this process fenced (a drop and an admission
-  // may come in one epoch: the drop above runs first).
-  bool all_in = true;
-  for (const coord::Member& m : after.members) {
-    if (m.rank >= static_cast<uint32_t>(num_nodes_) || m.rank == self()) continue;
-    if (m.incarnation != remote_->incarnation_of(static_cast<NodeId>(m.rank))) all_in = Readmit(m) && all_in;
+  // may come in one epoch: the drop above runs first) are let in once the
+  // repairs of their old processes ran here (ReadmitReady), never waited
+  // for on this thread: the membership goes on meanwhile. A pending one
+  // that this epoch no longer lists is forgotten.
+  {
+    std::lock_guard<std::mutex> l(readmit_mu_);
+    for (auto it = pending_readmit_.begin(); it != pending_readmit_.end();) {
+      it = after.Has(it->second.rank, it->second.incarnation) ? std::next(it) : pending_readmit_.erase(it);
+    }
+    for (const coord::Member& m : after.members) {
+      if (m.rank >= static_cast<uint32_t>(num_nodes_) || m.rank == self()) continue;
+      if (m.incarnation != remote_->incarnation_of(static_cast<NodeId>(m.rank))) pending_readmit_[m.rank] = m;
+    }
+    seen_epoch_ = after.epoch;
   }
-  // epoch() says an epoch is applied only once every member it admitted is
-  // let in here: a structure made at epoch e initializes the part of every
-  // node that joined by e (structures/common/catalogue.h).
-  if (all_in) applied_epoch_.store(after.epoch, std::memory_order_release);
+  std::unique_lock<std::mutex> r(repair_mu_, std::try_to_lock);
+  // Else the recovery thread holds it, and readmits after its repairs.
+  if (r.owns_lock()) ReadmitReady();
 }
 
-bool Cluster::Readmit(const coord::Member& m) {
-  const auto n = static_cast<NodeId>(m.rank);
-  // Repairs of the old process first: a repair that ran after the new
-  // process came in could take a lock its clients hold (their tokens name
-  // the same node). So every watch must have been told of the old death,
-  // and repair_mu_ keeps a new repair from starting while the node flips.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
+void Cluster::ReadmitReady() {
+  // repair_mu_ held: no repair starts while a node flips back to alive.
+  std::lock_guard<std::mutex> l(readmit_mu_);
+  for (auto it = pending_readmit_.begin(); it != pending_readmit_.end();) {
+    const coord::Member& m = it->second;
+    const auto n = static_cast<NodeId>(m.rank);
+    // Every watch told of the old process's death, so its repairs ran: a
+    // repair that ran after the new process came in could take a lock its
+    // clients hold (their tokens name the same node).
+    bool told = !Declared(n).ok();
     {
-      std::lock_guard<std::mutex> r(repair_mu_);
-      bool told = Declared(n).ok() ? false : true;
-      {
-        std::lock_guard<std::mutex> l(watch_mu_);
-        for (const Watcher& w : watchers_) told = told && w.told[n];
-      }
-      if (told) {
-        if (absl::Status s = remote_->Readmit(n, m.card); !s.ok()) {
-          std::fprintf(stderr, "rdmads: node %d does not readmit node %d: %s\n", static_cast<int>(self()),
-                       static_cast<int>(n), s.ToString().c_str());
-          return false;
-        }
-        {
-          std::lock_guard<std::mutex> a(agreed_mu_);
-          agreed_why_[n].clear();
-        }
-        joined_epoch_[n].store(m.since, std::memory_order_release);
-        agreed_dead_[n].store(false, std::memory_order_release);
-        std::lock_guard<std::mutex> l(watch_mu_);
-        for (Watcher& w : watchers_) w.told[n] = false;
-        return true;
-      }
+      std::lock_guard<std::mutex> w(watch_mu_);
+      for (const Watcher& x : watchers_) told = told && x.told[n];
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      // A later epoch tries again; until then the node stays dead here.
-      std::fprintf(stderr, "rdmads: node %d does not readmit node %d yet: the repairs of its old process have not "
-                   "run within 10 s\n", static_cast<int>(self()), static_cast<int>(n));
-      return false;
+    if (!told) {
+      ++it;
+      continue;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // Its epoch first: a session that reaches the new process is made only
+    // after the connector readmits it, and by then JoinedEpoch tells which
+    // structures' parts it lost (structures/common/parts.h).
+    joined_epoch_[n].store(m.since, std::memory_order_release);
+    if (absl::Status st = remote_->Readmit(n, m.card); !st.ok()) {
+      // It stays dead here; its own Open fails connecting to this process.
+      std::fprintf(stderr, "rdmads: node %d does not readmit node %d: %s\n", static_cast<int>(self()),
+                   static_cast<int>(n), st.ToString().c_str());
+      it = pending_readmit_.erase(it);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> a(agreed_mu_);
+      agreed_why_[n].clear();
+    }
+    agreed_dead_[n].store(false, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> w(watch_mu_);
+      for (Watcher& x : watchers_) x.told[n] = false;  // its next death is repaired too
+    }
+    it = pending_readmit_.erase(it);
   }
 }
 
@@ -307,7 +319,12 @@ uint64_t Cluster::Incarnation(NodeId node) const {
   return remote_->incarnation_of(node);
 }
 
-uint64_t Cluster::epoch() const { return applied_epoch_.load(std::memory_order_acquire); }
+uint64_t Cluster::epoch() const {
+  std::lock_guard<std::mutex> l(readmit_mu_);
+  uint64_t e = seen_epoch_;
+  for (const auto& [rank, m] : pending_readmit_) e = std::min(e, m.since - 1);
+  return e;
+}
 
 uint64_t Cluster::JoinedEpoch(NodeId node) const {
   if (joined_epoch_ == nullptr || node >= static_cast<NodeId>(num_nodes_)) return 0;
@@ -437,32 +454,39 @@ void Cluster::RecoveryLoop() {
     if (membership_ != nullptr && membership_->fenced()) continue;
     // repair_mu_ before watch_mu_, as Unwatch takes them; watch_mu_ is let go
     // while a repair runs (it may take time and post work requests). Held
-    // from the declarations on, so a readmission (Readmit) waits.
+    // from the declarations on, so no readmission flips a node meanwhile;
+    // the readmissions whose repairs are done follow.
     std::lock_guard<std::mutex> r(repair_mu_);
-    std::vector<NodeId> dead;
-    for (int n = 0; n < num_nodes_; ++n) {
-      if (!Declared(static_cast<NodeId>(n)).ok()) dead.push_back(static_cast<NodeId>(n));
-    }
-    if (dead.empty()) continue;
-    for (;;) {
-      std::function<void(NodeId)>* fn = nullptr;
-      NodeId which = 0;
-      {
-        std::lock_guard<std::mutex> l(watch_mu_);
-        for (Watcher& w : watchers_) {
-          for (NodeId d : dead) {
-            if (w.told[d]) continue;
-            w.told[d] = true;
-            fn = &w.repair;
-            which = d;
-            break;
-          }
-          if (fn != nullptr) break;
+    RunRepairs();
+    if (membership_ != nullptr) ReadmitReady();
+  }
+}
+
+void Cluster::RunRepairs() {
+  // repair_mu_ held.
+  std::vector<NodeId> dead;
+  for (int n = 0; n < num_nodes_; ++n) {
+    if (!Declared(static_cast<NodeId>(n)).ok()) dead.push_back(static_cast<NodeId>(n));
+  }
+  if (dead.empty()) return;
+  for (;;) {
+    std::function<void(NodeId)>* fn = nullptr;
+    NodeId which = 0;
+    {
+      std::lock_guard<std::mutex> l(watch_mu_);
+      for (Watcher& w : watchers_) {
+        for (NodeId d : dead) {
+          if (w.told[d]) continue;
+          w.told[d] = true;
+          fn = &w.repair;
+          which = d;
+          break;
         }
+        if (fn != nullptr) break;
       }
-      if (fn == nullptr) break;
-      (*fn)(which);
     }
+    if (fn == nullptr) break;
+    (*fn)(which);
   }
 }
 

@@ -43,6 +43,7 @@
 #include <condition_variable>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -168,11 +169,12 @@ class Cluster final : public Connector {
   // dead this process has fenced it: no work request of that node reaches
   // this process's memory any more, even one it posts after a long pause.
   // WatchDeaths runs `repair(dead)` on the cluster's recovery thread once
-  // per dead node, within kDeathPoll of the declaration (at once for nodes
+  // per death, within kDeathPoll of the declaration (at once for nodes
   // declared before the call), and stops when the handle is destroyed (after
   // a running repair returns). A repair must not destroy a watch. With a
   // coordinator the declarations are the agreed epochs' drops, and a fenced
-  // process runs no repair.
+  // process runs no repair; a node that rejoined is let in only after its
+  // old process's repairs ran, and its next death is repaired again.
   static constexpr std::chrono::milliseconds kDeathPoll{5};
   class DeathWatch;
   std::unique_ptr<DeathWatch> WatchDeaths(std::function<void(NodeId dead)> repair);
@@ -196,11 +198,12 @@ class Cluster final : public Connector {
   // the first epoch holds its partners), and for one that rejoins it.
   absl::Status StartWithJob(const std::string& ensemble, const ClusterOptions& options);
   absl::Status Rejoin(const std::string& ensemble, const ClusterOptions& options);
-  // `m`, a new process of a rank this process fenced, is let in: after the
-  // repairs of its old process ran here (bounded wait), its card replaces
-  // the old one and it is no longer declared dead. epoch_mu_ held.
-  // False when it could not (yet).
-  bool Readmit(const coord::Member& m);
+  // The pending readmissions (new processes of ranks this process fenced)
+  // whose old process's repairs all ran here: each card replaces the old
+  // one and the node is no longer declared dead. repair_mu_ held.
+  void ReadmitReady();
+  // One pass of the recovery thread's repairs (repair_mu_ held).
+  void RunRepairs();
   // The membership thread's hooks: fence, then declare, each dropped peer;
   // shut this node down when it is dropped itself.
   void OnEpoch(const coord::Configuration& before, const coord::Configuration& after);
@@ -221,9 +224,13 @@ class Cluster final : public Connector {
   std::unique_ptr<std::atomic<bool>[]> agreed_dead_;
   std::unique_ptr<std::atomic<uint64_t>[]> joined_epoch_;  // by node: JoinedEpoch
   std::atomic<uint64_t> start_epoch_{0};
-  std::atomic<uint64_t> applied_epoch_{0};  // epoch()
   // Serializes OnEpoch with a rejoining Open's catch-up.
   std::mutex epoch_mu_;
+  // New processes admitted by an epoch and not yet let in here (by rank),
+  // and the newest epoch applied; epoch() is the latter while none waits.
+  mutable std::mutex readmit_mu_;
+  std::map<uint32_t, coord::Member> pending_readmit_;
+  uint64_t seen_epoch_ = 0;
   mutable std::mutex agreed_mu_;
   std::vector<std::string> agreed_why_;  // by node, under agreed_mu_
 

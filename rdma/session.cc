@@ -171,8 +171,9 @@ Session::~Session() {
 void Session::ReleaseResponder(NodeId node) {
   PeerQp& p = qps_[node];
   if (p.responder.qp_num == 0) return;  // none held (never connected, or released)
-  // Advisory: a dead or shut-down peer has nothing left to free.
-  (void)peers_.Disconnect(node, p.responder);
+  // Advisory: a dead or shut-down peer has nothing left to free, and a
+  // process that replaced it never had this QP (its numbers may repeat).
+  if (peers_.Incarnation(node) == p.incarnation) (void)peers_.Disconnect(node, p.responder);
   p.responder = QpEndpoint{};
 }
 
@@ -194,15 +195,26 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
   s->scratch_mr_ = std::move(*mr);
   s->qps_.resize(peers.num_nodes());
   for (int n = 0; n < peers.num_nodes(); ++n) {
+    // The incarnation first: if the node is readmitted as another process
+    // between here and the connect, the check after it sees the change.
+    s->qps_[n].incarnation = peers.Incarnation(static_cast<NodeId>(n));
     auto arena = peers.Arena(static_cast<NodeId>(n));
     if (!arena.ok()) return arena.status();
     s->qps_[n].arena = *arena;
-    s->qps_[n].incarnation = peers.Incarnation(static_cast<NodeId>(n));
-    if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) {
+    absl::Status st = s->ConnectTo(static_cast<NodeId>(n));
+    if (st.ok() && peers.Incarnation(static_cast<NodeId>(n)) != s->qps_[n].incarnation) {
+      // Connected to the new process with the old one's arena: not usable.
+      (void)s->qps_[n].qp->Reset();
+      s->qps_[n].qp.reset();
+      (void)peers.Disconnect(static_cast<NodeId>(n), s->qps_[n].responder);  // the new process's
+      s->qps_[n].responder = QpEndpoint{};
+      st = absl::UnavailableError(absl::StrCat("node ", n, " rejoined as another process while this session connected"));
+    }
+    if (!st.ok()) {
       // A node already known dead leaves this session without a QP to it
       // (its operations fail with the connector's Unavailable), however the
       // connect failed; anything else fails.
-      absl::Status alive = peers.PeerStatus(static_cast<NodeId>(n));
+      absl::Status alive = s->PeerAlive(static_cast<NodeId>(n));
       if (alive.ok()) return st;
       s->qps_[n].connect_error = alive;
     }
@@ -259,6 +271,13 @@ absl::Status Session::Reconnect(NodeId node) {
   // Never to another process than the one this session reached.
   absl::Status s = peers_.Incarnation(node) == qps_[node].incarnation ? absl::OkStatus() : PeerAlive(node);
   if (s.ok()) s = ConnectTo(node);
+  if (s.ok() && peers_.Incarnation(node) != qps_[node].incarnation) {
+    (void)qps_[node].qp->Reset();
+    qps_[node].qp.reset();
+    (void)peers_.Disconnect(node, qps_[node].responder);  // the new process's
+    qps_[node].responder = QpEndpoint{};
+    s = PeerAlive(node);
+  }
   // ConnectTo installs a QP only on success; remember why there is none.
   qps_[node].connect_error = s;
   qps_[node].stand_in.reset();

@@ -188,11 +188,14 @@ absl::Status CheckRequest(const ConnectRequest& q, const ResponderView& me) {
   if (q.to_incarnation != me.incarnation) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node ", me.self, " is another incarnation than the one node ", q.from,
-        " bootstrapped with (it was restarted): restart the job so every node learns the new one"));
+        " knows (it was restarted): with a coordinator it is let in once the job's membership admits it, "
+        "else restart the job"));
   }
   if (q.from_incarnation != me.card_incarnation_of_from) {
-    return absl::FailedPreconditionError(absl::StrCat("node ", q.from, " is another incarnation than the one node ",
-                                                      me.self, " bootstrapped with (it was restarted): restart the job"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", q.from, " is another incarnation than the one node ", me.self,
+        " knows (it was restarted): with a coordinator it is let in once the job's membership admits it, else "
+        "restart the job"));
   }
   if (q.kind == ConnectionKind::kData && q.qp_num == 0) {
     return absl::InvalidArgumentError(absl::StrCat("a data connection from node ", q.from, " names no QP"));

@@ -28,6 +28,7 @@ absl::Status CmConnector::Impl::Listen(uint64_t job_hash, int num_nodes) {
   job_hash_ = job_hash;
   num_nodes_ = num_nodes;
   dead_why_.resize(num_nodes);
+  rejoining_.assign(num_nodes, false);
   dead_ = std::make_unique<std::atomic<bool>[]>(num_nodes);
   incarnations_ = std::make_unique<std::atomic<uint64_t>[]>(num_nodes);
   for (int n = 0; n < num_nodes; ++n) incarnations_[n].store(0, std::memory_order_relaxed);
@@ -205,8 +206,9 @@ absl::Status CmConnector::Impl::Readmit(NodeId node, const NodeCard& card) {
   }
   cards_[node] = card;
   incarnations_[node].store(card.incarnation, std::memory_order_release);
-  dead_why_[node].clear();
-  dead_[node].store(false, std::memory_order_release);
+  dead_why_[node] = absl::StrCat(Peer(node), " rejoins as incarnation ", absl::Hex(card.incarnation),
+                                 ": waiting for its control connection");
+  rejoining_[node] = true;  // alive once its control connection is accepted (OnRequest)
   return absl::OkStatus();
 }
 

@@ -159,22 +159,31 @@ void CmConnector::Impl::OnRequest(rdma_cm_id* id, absl::string_view data) {
   me.self = local_.id();
   me.job_hash = job_hash_;
   me.incarnation = incarnation_;
-  // A request can arrive before this node has every card (a lower rank is
-  // ahead in its bootstrap); cards_ is set under mu_.
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cards_.empty()) return refuse(absl::UnavailableError("still bootstrapping"));
-    me.num_nodes = static_cast<int>(cards_.size());
-    if (req->from < cards_.size()) me.card_incarnation_of_from = cards_[req->from].incarnation;
-  }
-  if (absl::Status s = CheckRequest(*req, me); !s.ok()) return refuse(s);
-  if (absl::Status alive = PeerStatus(req->from); !alive.ok()) return refuse(alive);
   AcceptReply reply;
   reply.node = local_.id();
   reply.incarnation = incarnation_;
   reply.arena = local_.arena_info();
   uint32_t accept_qp = 0;
   std::shared_ptr<QueuePair> placeholder;
+  // The checks and the connection's entry are one step under mu_: a Fence
+  // or a Readmit of the initiator's node either comes before (and the
+  // request is refused) or after (and finds the connection to close).
+  std::lock_guard<std::mutex> lock(mu_);
+  // A request can arrive before this node has every card (a lower rank is
+  // ahead in its bootstrap).
+  if (cards_.empty()) return refuse(absl::UnavailableError("still bootstrapping"));
+  me.num_nodes = static_cast<int>(cards_.size());
+  if (req->from < cards_.size()) me.card_incarnation_of_from = cards_[req->from].incarnation;
+  if (absl::Status s = CheckRequest(*req, me); !s.ok()) return refuse(s);
+  if (dead_[req->from].load(std::memory_order_acquire)) {
+    // A readmitted node comes alive with its control connection.
+    if (!rejoining_[req->from] || req->kind != ConnectionKind::kControl) {
+      return refuse(absl::UnavailableError(dead_why_[req->from]));
+    }
+    rejoining_[req->from] = false;
+    dead_why_[req->from].clear();
+    dead_[req->from].store(false, std::memory_order_release);
+  }
   if (req->kind == ConnectionKind::kControl) {
     auto qp = NewPlaceholderQp();
     if (!qp.ok()) return refuse(qp.status());
@@ -202,6 +211,13 @@ void CmConnector::Impl::OnRequest(rdma_cm_id* id, absl::string_view data) {
     reply.responder = *responder;
     accept_qp = responder->qp_num;
   }
+  conns_[id] = Conn{req->kind, req->from, /*active=*/false, accept_qp, false, placeholder};
+  Accept(id, reply, accept_qp, req->kind, req->from);
+}
+
+void CmConnector::Impl::Accept(rdma_cm_id* id, const AcceptReply& reply, uint32_t accept_qp, ConnectionKind kind,
+                               NodeId from) {
+  // mu_ held.
   const std::string wire = EncodeAccept(reply);
   rdma_conn_param param{};
   param.private_data = wire.data();
@@ -210,18 +226,11 @@ void CmConnector::Impl::OnRequest(rdma_cm_id* id, absl::string_view data) {
   param.initiator_depth = static_cast<uint8_t>(std::clamp(dev_.attr().max_qp_init_rd_atom, 1, 255));
   param.rnr_retry_count = 7;
   param.qp_num = accept_qp;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    conns_[id] = Conn{req->kind, req->from, /*active=*/false, accept_qp, false, placeholder};
-  }
   if (rdma_accept(id, &param) != 0) {
     std::fprintf(stderr, "rdmads: node %d: rdma_accept for node %d failed: %s\n", static_cast<int>(local_.id()),
-                 static_cast<int>(req->from), std::strerror(errno));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      conns_.erase(id);
-    }
-    if (req->kind == ConnectionKind::kData) (void)local_.ReleaseConnection(accept_qp);
+                 static_cast<int>(from), std::strerror(errno));
+    conns_.erase(id);
+    if (kind == ConnectionKind::kData) (void)local_.ReleaseConnection(accept_qp);
     rdma_destroy_id(id);
   }
 }

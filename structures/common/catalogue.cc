@@ -177,6 +177,7 @@ absl::StatusOr<NamedParts> CreateLocked(rdma::Cluster& cluster, rdma::Session& s
   }
   for (int n = 0; n < cluster.num_nodes(); ++n) {
     const rdma::ArenaInfo& a = s.arena(static_cast<rdma::NodeId>(n));
+    if (!cluster.PeerStatus(static_cast<rdma::NodeId>(n)).ok()) continue;  // gets no part (below)
     if (end > a.length) {
       return absl::FailedPreconditionError(
           absl::StrCat("node ", n, "'s arena (", a.length, " bytes) cannot hold \"", spec.name, "\" at ", offset));
@@ -270,13 +271,15 @@ absl::StatusOr<NamedParts> FindOrCreate(rdma::Cluster& cluster, const NamedSpec&
         "the cluster reserves ", self.reserved_bytes(), " bytes per node for named structures; the catalogue needs ",
         kFirstPart, " and the parts more; raise rdma::ClusterOptions::named_bytes"));
   }
+  const RestoreThreadNode restore;
+  ASSIGN_OR_RETURN(std::unique_ptr<rdma::Session> s, cluster.ThisThread(self.id()));
+  // After the session: it can reach a restarted node 0 only once the
+  // cluster let it in, and by then Restarted(0) says so.
   if (cluster.Restarted(0)) {
     return absl::DataLossError(
         "node 0, which keeps the catalogue of named structures, is a restarted process: the catalogue was lost "
         "with its memory (no replication), and named structures cannot be found or made in this job any more");
   }
-  const RestoreThreadNode restore;
-  ASSIGN_OR_RETURN(std::unique_ptr<rdma::Session> s, cluster.ThisThread(self.id()));
   const rdma::RemotePtr base(0, s->arena(0).base);  // node 0's reserved region
 
   // Lock-free: a whole entry with the name answers.

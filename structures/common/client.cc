@@ -34,17 +34,15 @@ absl::StatusOr<StructureClient> StructureClient::Create(const PartDirectory& par
                                                    session->num_nodes(), " nodes; need node ", node.id(), " with ",
                                                    parts.num_nodes()));
   }
-  absl::StatusOr<std::vector<rdma::RemotePtr>> bases = parts.Resolve(session);
+  std::vector<absl::Status> unreachable;
+  absl::StatusOr<std::vector<rdma::RemotePtr>> bases = parts.Resolve(session, &unreachable);
   if (!bases.ok()) return bases.status();
   std::vector<rdma::Node*> nodes(static_cast<size_t>(parts.num_nodes()));
-  std::vector<std::string> lost(static_cast<size_t>(parts.num_nodes()));
-  for (int n = 0; n < parts.num_nodes(); ++n) {
-    nodes[n] = parts.local_node(static_cast<rdma::NodeId>(n));
-    lost[n] = std::string(parts.lost(static_cast<rdma::NodeId>(n)));
-  }
+  for (int n = 0; n < parts.num_nodes(); ++n) nodes[n] = parts.local_node(static_cast<rdma::NodeId>(n));
   absl::StatusOr<std::unique_ptr<locks::ALockClient>> lock = locks::ALockClient::Create(node, session, lock_options);
   if (!lock.ok()) return lock.status();
-  return StructureClient(what, std::move(*bases), std::move(nodes), std::move(lost), node, session, std::move(*lock));
+  return StructureClient(what, std::move(*bases), std::move(nodes), std::move(unreachable), node, session,
+                         std::move(*lock));
 }
 
 }  // namespace structures

@@ -162,7 +162,9 @@ class StructureClient {
     return absl::DataLossError(absl::StrCat(what_, ": ", what_broke, " under the lock (a writer bypassed the lock)"));
   }
   absl::Status NoSession(rdma::NodeId home) const {
-    if (!lost_[home].empty()) return absl::DataLossError(absl::StrCat(what_, ": ", lost_[home]));
+    if (!unreachable_[home].ok()) {
+      return absl::Status(unreachable_[home].code(), absl::StrCat(what_, ": ", unreachable_[home].message()));
+    }
     return absl::FailedPreconditionError(absl::StrCat(what_, " client on node ", node_.id(),
                                                       " has no Session: cannot reach node ", home, " through the NIC"));
   }
@@ -175,12 +177,12 @@ class StructureClient {
 
  private:
   StructureClient(std::string what, std::vector<rdma::RemotePtr> bases, std::vector<rdma::Node*> nodes,
-                  std::vector<std::string> lost, rdma::Node& node, rdma::Session* session,
+                  std::vector<absl::Status> unreachable, rdma::Node& node, rdma::Session* session,
                   std::unique_ptr<locks::ALockClient> lock)
       : what_(std::move(what)),
         bases_(std::move(bases)),
         nodes_(std::move(nodes)),
-        lost_(std::move(lost)),
+        unreachable_(std::move(unreachable)),
         node_(node),
         session_(session),
         lock_(std::move(lock)) {}
@@ -188,7 +190,7 @@ class StructureClient {
   std::string what_;
   std::vector<rdma::RemotePtr> bases_;  // per node: its part (null: unreachable)
   std::vector<rdma::Node*> nodes_;      // per node when in this process (to see shut-downs)
-  std::vector<std::string> lost_;       // per node: why its part is lost (PartDirectory::lost), or empty
+  std::vector<absl::Status> unreachable_;  // per node: why its base is null (PartDirectory::Resolve), or OK
   rdma::Node& node_;
   rdma::Session* session_;
   std::unique_ptr<locks::ALockClient> lock_;

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <thread>
 #include <typeindex>
+#include <utility>
 
 namespace structures {
 namespace internal_parts {
@@ -34,7 +35,8 @@ PartDirectory& PartDirectory::operator=(PartDirectory&& other) noexcept {
     part_offset_ = std::exchange(other.part_offset_, 0);
     bases_ = std::move(other.bases_);
     nodes_ = std::move(other.nodes_);
-    lost_ = std::move(other.lost_);
+    cluster_ = std::exchange(other.cluster_, nullptr);
+    epoch_ = other.epoch_;
     owned_ = other.owned_;
     catalogue_watch_ = std::move(other.catalogue_watch_);
     lock_watch_ = std::move(other.lock_watch_);
@@ -124,17 +126,11 @@ absl::StatusOr<PartDirectory> PartDirectory::OpenNamed(rdma::Cluster& cluster, c
   d.catalogue_watch_ = std::move(watch);
   d.bases_.assign(static_cast<size_t>(d.num_nodes_), rdma::RemotePtr());
   d.nodes_.assign(static_cast<size_t>(d.num_nodes_), nullptr);
-  d.lost_.assign(static_cast<size_t>(d.num_nodes_), "");
-  for (int n = 0; n < d.num_nodes_; ++n) {
-    const uint64_t joined = cluster.JoinedEpoch(static_cast<rdma::NodeId>(n));
-    if (joined <= found->epoch) continue;
-    d.lost_[n] = absl::StrCat("node ", n, "'s part of \"", spec.name, "\" is lost: the node's process joined in epoch ",
-                              joined, ", after the structure was made in epoch ", found->epoch,
-                              ", with empty memory (without replication a restarted node's parts stay gone)");
-  }
+  d.cluster_ = &cluster;
+  d.epoch_ = found->epoch;
   for (rdma::Node* node : cluster.local_nodes()) {
     d.nodes_[node->id()] = node;
-    if (!d.lost_[node->id()].empty()) continue;
+    if (!d.lost(node->id()).empty()) continue;
     d.bases_[node->id()] = rdma::RemotePtr(node->id(), node->arena_info().base + found->offset);
   }
   return d;
@@ -214,11 +210,38 @@ void PartDirectory::RepairLocksOnDeath(rdma::Cluster& cluster, std::vector<LockL
   });
 }
 
-absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::Session* session) const {
+std::string PartDirectory::lost(rdma::NodeId n) const {
+  if (cluster_ == nullptr) return "";
+  const uint64_t joined = cluster_->JoinedEpoch(n);
+  if (joined <= epoch_) return "";
+  return absl::StrCat("node ", n, "'s part of \"", what_, "\" is lost: the node's process joined in epoch ", joined,
+                      ", after the structure was made in epoch ", epoch_,
+                      ", with empty memory (without replication a restarted node's parts stay gone)");
+}
+
+absl::StatusOr<std::vector<rdma::RemotePtr>> PartDirectory::Resolve(const rdma::Session* session,
+                                                                    std::vector<absl::Status>* unreachable) const {
   std::vector<rdma::RemotePtr> bases = bases_;
+  if (unreachable != nullptr) unreachable->assign(static_cast<size_t>(num_nodes_), absl::OkStatus());
   for (int n = 0; n < num_nodes_; ++n) {
-    if (!bases[n].is_null() || session == nullptr || !lost(static_cast<rdma::NodeId>(n)).empty()) continue;
-    const rdma::ArenaInfo& a = session->arena(static_cast<rdma::NodeId>(n));
+    const auto id = static_cast<rdma::NodeId>(n);
+    // Asked now, not when the directory was opened: a node may have rejoined
+    // since, and `session` may reach its new process.
+    if (std::string why = lost(id); !why.empty()) {
+      bases[n] = rdma::RemotePtr();
+      if (unreachable != nullptr) (*unreachable)[n] = absl::DataLossError(why);
+      continue;
+    }
+    if (!bases[n].is_null() || session == nullptr) continue;
+    const rdma::ArenaInfo& a = session->arena(id);
+    if (a.length == 0) {
+      // No card for it: it was not in the job when this process joined.
+      if (unreachable != nullptr) {
+        (*unreachable)[n] = absl::UnavailableError(absl::StrCat("node ", n, " was not in the job when this process "
+                                                                "joined (its session has no arena for it)"));
+      }
+      continue;
+    }
     if (part_offset_ + part_bytes_ > a.length) {
       return absl::FailedPreconditionError(absl::StrCat(what_, ": node ", n, "'s arena (", a.length,
                                                         " bytes) cannot hold the part at offset ", part_offset_));

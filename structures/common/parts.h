@@ -104,15 +104,19 @@ class PartDirectory {
   rdma::Node* local_node(rdma::NodeId n) const { return n < nodes_.size() ? nodes_[n] : nullptr; }
 
   // Why node n's part is lost ("" while it is not): a named structure's
-  // part on a node whose process joined after the structure was made.
-  absl::string_view lost(rdma::NodeId n) const { return n < lost_.size() ? absl::string_view(lost_[n]) : ""; }
+  // part on a node whose process joined after the structure was made
+  // (rdma::Cluster::JoinedEpoch, read at each call).
+  std::string lost(rdma::NodeId n) const;
 
   // Every node's part base as a client with `session` (may be null: then only
   // this process's parts) sees it; null for a part it cannot reach or that
-  // is lost.
+  // is lost, and then `unreachable` (if given; one per node) says why:
+  // DataLoss for a lost part, Unavailable for a node this process never
+  // knew (not in the job when it rejoined); OK elsewhere.
   // FailedPrecondition when a node's arena (as the session knows it) cannot
   // hold the part at the shared offset.
-  absl::StatusOr<std::vector<rdma::RemotePtr>> Resolve(const rdma::Session* session) const;
+  absl::StatusOr<std::vector<rdma::RemotePtr>> Resolve(const rdma::Session* session,
+                                                       std::vector<absl::Status>* unreachable = nullptr) const;
 
   // Crash repair of the parts this process hosts (docs/design.md §9.1,
   // "Crash repair"): while this directory lives, once `cluster` declares a
@@ -131,7 +135,9 @@ class PartDirectory {
   uint64_t part_offset_ = 0;            // the parts' arena offset on every node
   std::vector<rdma::RemotePtr> bases_;  // per node; null = not created by this process
   std::vector<rdma::Node*> nodes_;      // per node when in this process, else null
-  std::vector<std::string> lost_;       // per node: why its part is lost, or empty
+  // Named parts: the cluster (for JoinedEpoch) and the structure's epoch.
+  const rdma::Cluster* cluster_ = nullptr;
+  uint64_t epoch_ = 0;
   bool owned_ = true;                   // false for named parts, which are never freed
   // Named parts: the catalogue's crash repair (WatchCatalogue) while in use.
   std::unique_ptr<rdma::Cluster::DeathWatch> catalogue_watch_;

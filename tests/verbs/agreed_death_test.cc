@@ -258,8 +258,9 @@ TEST_F(AgreedDeathTest, AProcessPausedPastItsSessionWritesNothingAfterItWasDropp
 // Rejoin: rank 2 is killed and started again while 0 and 1 go on. The new
 // process is admitted, reads the named map's parts on the live nodes and
 // gets DataLoss for its own (its memory began empty), all within 2 s of its
-// start; the survivors' old sessions leave it alone, and new sessions of
-// either side reach every node, through a map made after the rejoin.
+// start. A survivor's old session does not reach it (Unavailable); a new
+// session of the map opened before finds its part lost (DataLoss); and new
+// sessions of either side reach every node through a map made after.
 TEST_F(AgreedDeathTest, ARestartedProcessRejoinsAndReadsEveryNamedStructure) {
   const int kSessionMs = 4000;
   Job j = Start(3, /*mpirun=*/false, kSessionMs, "rejoin");
@@ -303,6 +304,21 @@ TEST_F(AgreedDeathTest, ARestartedProcessRejoinsAndReadsEveryNamedStructure) {
         30s))
         << j.of(s).Transcript();
   }
+  // Rank 0's first client (its session reached rank 2's old process) does
+  // not reach the new one; a client of the map it opened at the start, on
+  // a new session that does, finds that part lost, and the others whole.
+  auto ask = [&](int r, const std::string& cmd, const std::string& head) {
+    const size_t from = j.of(r).line_count();
+    j.of(r).Send(cmd);
+    std::string line;
+    EXPECT_TRUE(j.of(r).WaitForFrom(from, [&](const std::string& l) { return StartsWith(l, head); }, 30s, &line))
+        << j.of(r).Transcript();
+    return line.substr(std::min(line.size(), head.size()));
+  };
+  EXPECT_EQ(ask(0, "oldwrite 2", "oldwrite 0 2 "), "UNAVAILABLE");
+  EXPECT_EQ(ask(0, "reopen 2", "reopen 0 2 "), "DATA_LOSS");
+  const std::string own = ask(0, "reopen 1", "reopen 0 1 ");
+  EXPECT_TRUE(!own.empty() && std::isdigit(static_cast<unsigned char>(own[0]))) << own;
   // A map made now spans every node, from either side.
   for (int r : {0, 2}) {
     const size_t from = j.of(r).line_count();

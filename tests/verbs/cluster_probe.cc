@@ -10,6 +10,11 @@
 // Commands on stdin (launcher-less runs; under mpirun stdin is empty and it
 // just runs until killed):
 //   "read <writer> <home>"  reads the key `writer` writes on node `home`
+//   "oldwrite <home>"       puts its key on `home` with its first client
+//                           (whatever the node became): "oldwrite <rank> <home> <status code>"
+//   "reopen <home>"         a client of the map it opened at the start, on
+//                           a new session, gets its key on `home`:
+//                           "reopen <rank> <home> <value, none or status code>"
 //   "check <name>"          with a new session, opens (or makes) hash map
 //                           <name>, puts then gets its key on every node:
 //                           "check <rank> <name> <home>=<status code>..."
@@ -143,6 +148,26 @@ int main(int argc, char** argv) {
           continue;
         }
         if (cmd == "quit") break;
+        int which = 0;
+        if (std::sscanf(cmd.c_str(), "oldwrite %d", &which) == 1 && which >= 0 && which < n) {
+          const absl::Status st = (*client)->Put(mine[which], 7).status();
+          Say(absl::StrCat("oldwrite ", rank, " ", which, " ", absl::StatusCodeToString(st.code())));
+          continue;
+        }
+        if (std::sscanf(cmd.c_str(), "reopen %d", &which) == 1 && which >= 0 && which < n) {
+          std::string got;
+          auto s2 = c.ThisThread();
+          if (!s2.ok()) {
+            got = absl::StatusCodeToString(s2.status().code());
+          } else if (auto c2 = map->NewClient(**s2); !c2.ok()) {
+            got = absl::StatusCodeToString(c2.status().code());
+          } else {
+            auto v = (*c2)->Get(mine[which]);
+            got = !v.ok() ? absl::StatusCodeToString(v.status().code()) : v->has_value() ? absl::StrCat(**v) : "none";
+          }
+          Say(absl::StrCat("reopen ", rank, " ", which, " ", got));
+          continue;
+        }
         if (cmd.rfind("check ", 0) == 0) {
           const std::string name = cmd.substr(6);
           std::string line = absl::StrCat("check ", rank, " ", name);

@@ -87,6 +87,8 @@ class CmConnector::Impl {
   void RunEvents();
   void OnEvent(rdma_cm_event* ev);
   void OnRequest(rdma_cm_id* id, absl::string_view data);
+  // Accepts a checked request whose connection is recorded (mu_ held).
+  void Accept(rdma_cm_id* id, const AcceptReply& reply, uint32_t accept_qp, ConnectionKind kind, NodeId from);
   // Fences `node` and declares it dead; tells the death listener unless
   // the death was agreed elsewhere (`detected` false).
   void MarkDead(NodeId node, const std::string& why, bool detected = true);
@@ -120,6 +122,10 @@ class CmConnector::Impl {
   mutable std::mutex mu_;
   std::map<rdma_cm_id*, Conn> conns_;
   std::vector<std::string> dead_why_;
+  // By node, under mu_: readmitted as a new process (Readmit) and still
+  // dead here until that process's control connection arrives, which it
+  // opens only once it knows every card (so it can answer our requests).
+  std::vector<bool> rejoining_;
   std::function<void(NodeId, const std::string&)> death_listener_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
 };
