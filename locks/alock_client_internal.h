@@ -102,6 +102,14 @@ class BasicALockClient final : public LockClient {
   // READs (`*also_read`: the READ that let it in carried them).
   absl::Status PetersonRemote(rdma::RemotePtr lock, ALockWord& line, absl::Span<const rdma::ChainedRead> also,
                               bool* fast, bool* also_read);
+  // Takes `me` back out of the lock's r_next and r_tail after an error
+  // (through a reconnect); when that fails too, remembers it for this
+  // client's next call and says so in `why`, which it returns.
+  absl::Status TakeBack(rdma::RemotePtr lock, uint64_t me, absl::Status why);
+  absl::Status WithdrawToken(rdma::RemotePtr lock, uint64_t me);
+  // Tries the remembered take-backs again; an error only when one for
+  // `wanted` still fails.
+  absl::Status RetryTakeBacks(rdma::RemotePtr wanted);
   // Spins (CPU loads) on my descriptor's budget until it holds a budget.
   absl::StatusOr<int64_t> AwaitBudget(rdma::RemotePtr lock, size_t slot);
   // Spins on my descriptor's next until it names a descriptor.
@@ -112,6 +120,12 @@ class BasicALockClient final : public LockClient {
   ALockObserver* observer_;
   DescriptorLines lines_;  // one line per slot on node_ (retired after errors)
   std::vector<Slot> slots_;
+  // Tokens a failed call could not take back, retried at every call.
+  struct PendingTakeBack {
+    rdma::RemotePtr lock;
+    uint64_t token = 0;
+  };
+  std::vector<PendingTakeBack> pending_;
   ALockStats stats_;
 };
 

@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -178,7 +180,18 @@ absl::StatusOr<std::unique_ptr<BasicALockClient<P>>> BasicALockClient<P>::Create
 }
 
 template <typename P>
-BasicALockClient<P>::~BasicALockClient() = default;  // lines_ frees what no queue can still name
+BasicALockClient<P>::~BasicALockClient() {
+  // A token left in a lock by a failed call: a last try, or the lock stays
+  // held by nobody alive to release it (and this process lives on).
+  if (!pending_.empty()) {
+    (void)RetryTakeBacks(rdma::RemotePtr());
+    for (const PendingTakeBack& p : pending_) {
+      std::fprintf(stderr, "rdmads: ALock client on node %d leaves its token 0x%llx in lock %d:0x%llx: taking it "
+                   "back failed\n", static_cast<int>(self()), static_cast<unsigned long long>(p.token),
+                   static_cast<int>(p.lock.node()), static_cast<unsigned long long>(p.lock.address()));
+    }
+  }
+}  // lines_ frees what no queue can still name
 
 template <typename P>
 rdma::RemotePtr BasicALockClient<P>::Descriptor(size_t slot) const {
@@ -199,6 +212,9 @@ absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
                                               absl::Span<const rdma::ChainedRead> also, bool* also_done) {
   if (also_done != nullptr) *also_done = false;
   if (absl::Status s = lock_internal::CheckLockPtr(lock); !s.ok()) return s;
+  if (!pending_.empty()) {
+    if (absl::Status s = RetryTakeBacks(lock); !s.ok()) return s;
+  }
   if (absl::Status s = rdma::CheckPath(path, self(), lock.node()); !s.ok()) return s;
   const Cohort cohort = CohortFor(lock, path);
   if (cohort == Cohort::kRemote || P::kMutantLocalCpuOnRTail) {
@@ -238,6 +254,7 @@ absl::Status BasicALockClient<P>::LockAndRead(rdma::RemotePtr lock, Path path,
 
 template <typename P>
 absl::Status BasicALockClient<P>::Unlock(rdma::RemotePtr lock) {
+  if (!pending_.empty()) (void)RetryTakeBacks(rdma::RemotePtr());  // only this call's own lock matters below
   size_t slot = slots_.size();
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!lock.is_null() && slots_[i].lock == lock) slot = i;
@@ -388,23 +405,16 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
   ALockWord line;  // a private, typed copy of the lock line
   lock_internal::Spinner spin(options_);
   int backoff = 1;
-  bool announced = false;        // r_next holds my token
-  bool announce_unknown = false;  // an announcing CAS was posted and its chain failed: it may have landed
+  bool announced = false;  // r_next holds my token
   // A CAS of mine that must land even after the chain before it failed (the
   // QP is then in error).
   const auto cas_again = [&](const rdma::RemoteWord<rdma::NicWord>& word, uint64_t expected, uint64_t desired) {
     return lock_internal::CompareAndSwapReconnecting(s, lock.node(), word, expected, desired);
   };
-  // Every error return after an announcement takes it back first, or the
-  // NIC side would step aside for a live waiter that is gone.
-  const auto withdraw = [&](absl::Status st) -> absl::Status {
-    if (!announced && !announce_unknown) return st;
-    absl::StatusOr<uint64_t> back = cas_again(r_next, me, 0);
-    if (back.ok() && (*back == me || !announced)) return st;  // taken back, or it never landed
-    return absl::Status(st.code(), absl::StrCat(st.message(), "; taking the turn back from r_next then failed: ",
-                                                back.ok() ? absl::StrCat("it held 0x", absl::Hex(*back))
-                                                          : back.status().ToString()));
-  };
+  // Every error return takes back whatever of this client may be in the
+  // lock's words (TakeBack): its turn in r_next, and its token in r_tail,
+  // which a CAS whose chain failed may have put there.
+  const auto withdraw = [&](absl::Status st) -> absl::Status { return TakeBack(lock, me, std::move(st)); };
   // A turn read from r_next is mine only once my announcing CAS returned 0:
   // a READ that copied its bytes while another waiter's CAS changed it
   // (soft NIC byte copies, rxe) can mix them into my token, or into any
@@ -418,13 +428,15 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     // (taken after my flag went up) and the caller's words were read as the
     // holder would read them.
     uint64_t old = 0;
+    absl::Status chain;  // the take-back, if any, after the batch is closed
     {
       rdma::Batch b(s, lock.node());
       r_tail.CompareAndSwapIn(b, 0, me, &old);
       line_ref.ReadIn(b, &line);
       for (const rdma::ChainedRead& r : also) b.Read(r.src, r.dst, r.len);
-      if (absl::Status st = b.Execute(); !st.ok()) return withdraw(st);
+      chain = b.Execute();
     }
+    if (!chain.ok()) return withdraw(chain);
     if (old == 0) {
       if (my_turn_or_none(line.r_next.Load(std::memory_order_relaxed))) break;
       // A waiter announced its turn before my CAS landed: step aside (my
@@ -466,15 +478,15 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
         if (!spin.Spin()) return withdraw(spin.Timeout("ALock: waiting for the NIC side's holder", lock));
       }
       backoff = std::min(backoff * 2, alock_internal::kMaxPollBackoff);
-      rdma::Batch b(s, lock.node());
       uint64_t was = 1;
-      if (!announced && turn == 0) {
-        r_next.CompareAndSwapIn(b, 0, me, &was);
-        announce_unknown = true;
+      absl::Status poll;
+      {
+        rdma::Batch b(s, lock.node());
+        if (!announced && turn == 0) r_next.CompareAndSwapIn(b, 0, me, &was);
+        line_ref.ReadIn(b, &line);
+        poll = b.Execute();
       }
-      line_ref.ReadIn(b, &line);
-      if (absl::Status st = b.Execute(); !st.ok()) return withdraw(st);
-      announce_unknown = false;
+      if (!poll.ok()) return withdraw(poll);
       if (was == 0) {
         announced = true;
         backoff = 1;  // my turn is next: poll for the holder's release promptly
@@ -487,35 +499,22 @@ absl::Status BasicALockClient<P>::LockRemote(rdma::RemotePtr lock, size_t slot,
     // My turn came: free r_next for the next waiter. Only a repair changes
     // another node's r_next, and only a dead node's.
     absl::StatusOr<uint64_t> cleared = r_next.CompareAndSwap(s, me, 0);
-    if (!cleared.ok() || *cleared != me) {
-      const absl::Status st =
-          !cleared.ok() ? cleared.status()
-                        : absl::DataLossError(absl::StrCat("ALock: r_next of lock ", lock.node(), ":0x",
-                                                           absl::Hex(lock.address()), " held 0x", absl::Hex(*cleared),
-                                                           ", not this client's token 0x", absl::Hex(me)));
-      auto back = r_tail.CompareAndSwap(s, me, 0);
-      if (back.ok() && *back == me) return st;
-      return absl::Status(st.code(), absl::StrCat(st.message(), "; releasing r_tail then failed"));
+    if (!cleared.ok()) return withdraw(cleared.status());
+    if (*cleared != me) {
+      return withdraw(absl::DataLossError(absl::StrCat("ALock: r_next of lock ", lock.node(), ":0x",
+                                                       absl::Hex(lock.address()), " held 0x", absl::Hex(*cleared),
+                                                       ", not this client's token 0x", absl::Hex(me))));
     }
   }
   bool fast = false, also_read = false;
-  absl::Status st = PetersonRemote(lock, line, also, &fast, &also_read);
-  if (!st.ok()) {
-    // Never entered: take the token back, or the native side, which waits
-    // while r_tail is up, would wait for a holder that is alive and gone.
-    auto back = r_tail.CompareAndSwap(s, me, 0);
-    if (!back.ok() || *back != me) {
-      return absl::Status(st.code(), absl::StrCat(st.message(), "; taking the token back from r_tail then failed: ",
-                                                  back.ok() ? absl::StrCat("it held 0x", absl::Hex(*back))
-                                                            : back.status().ToString()));
-    }
-    return st;
-  }
+  // Never entered on an error: the token goes back, or the native side,
+  // which waits while r_tail is up, would wait for a holder alive and gone.
+  if (absl::Status st = PetersonRemote(lock, line, also, &fast, &also_read); !st.ok()) return withdraw(st);
   // The chained READs ran as the holder only if the line they followed
   // showed the native cohort empty (the CAS's chain), or showed it released
   // or yielding (the Peterson wait's last chain).
   if (also_done != nullptr) *also_done = fast || also_read;
-  return st;
+  return absl::OkStatus();
 }
 
 template <typename P>
@@ -539,11 +538,66 @@ absl::Status BasicALockClient<P>::PetersonRemote(rdma::RemotePtr lock, ALockWord
 }
 
 template <typename P>
+absl::Status BasicALockClient<P>::TakeBack(rdma::RemotePtr lock, uint64_t me, absl::Status why) {
+  const absl::Status left = WithdrawToken(lock, me);
+  if (left.ok()) return why;
+  pending_.push_back({lock, me});
+  ++stats_.take_backs_pending;
+  return absl::Status(why.code(),
+                      absl::StrCat(why.message(), "; taking this client's token 0x", absl::Hex(me), " back from lock ",
+                                   lock.node(), ":0x", absl::Hex(lock.address()), " failed too (", left.message(),
+                                   "): the lock stays held until this client's next call takes it back"));
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::WithdrawToken(rdma::RemotePtr lock, uint64_t me) {
+  rdma::Session& s = *session();
+  const auto line_ref = rdma::RemoteRef<ALockWord>::At(lock);
+  // r_next first: with the turn still announced after r_tail is free, the
+  // next NIC locker would step aside for a waiter that left. A CAS of `me`
+  // to 0 changes nothing where `me` is not, and an attempt whose answer was
+  // lost may have landed, so any answer is success.
+  for (const auto& word : {line_ref.Field(&ALockWord::r_next), line_ref.Field(&ALockWord::r_tail)}) {
+    absl::StatusOr<uint64_t> old = lock_internal::CompareAndSwapReconnecting(s, lock.node(), word, me, 0);
+    if (!old.ok()) return old.status();
+  }
+  return absl::OkStatus();
+}
+
+template <typename P>
+absl::Status BasicALockClient<P>::RetryTakeBacks(rdma::RemotePtr wanted) {
+  absl::Status wanted_left;
+  for (size_t i = 0; i < pending_.size();) {
+    const absl::Status left = WithdrawToken(pending_[i].lock, pending_[i].token);
+    // Unavailable: the lock's home is gone, and its words with it.
+    if (left.ok() || absl::IsUnavailable(left)) {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      --stats_.take_backs_pending;
+      continue;
+    }
+    if (pending_[i].lock == wanted) wanted_left = left;
+    ++i;
+  }
+  if (wanted_left.ok()) return absl::OkStatus();
+  return absl::Status(wanted_left.code(),
+                      absl::StrCat("ALock: lock ", wanted.node(), ":0x", absl::Hex(wanted.address()),
+                                   " still holds a token of this client from a failed call, and taking it back "
+                                   "failed again: ", wanted_left.message()));
+}
+
+template <typename P>
 absl::Status BasicALockClient<P>::UnlockRemote(rdma::RemotePtr lock, size_t slot) {
   rdma::Session& s = *session();
   const uint64_t me = Descriptor(slot).raw();
   auto old = rdma::RemoteRef<ALockWord>::At(lock).Field(&ALockWord::r_tail).CompareAndSwap(s, me, 0);
-  if (!old.ok()) return old.status();
+  // A release that failed (the QP may be in error from this CAS or an
+  // earlier operation) is taken back through a reconnect: the lock must not
+  // stay held by a live client that believes it let go.
+  if (!old.ok()) {
+    const absl::Status left = WithdrawToken(lock, me);
+    if (left.ok()) return absl::OkStatus();  // released, by the retry or by the attempt whose answer was lost
+    return TakeBack(lock, me, old.status());
+  }
   if (*old == me) return absl::OkStatus();  // lowered the NIC side's flag
   // Only a repair takes a token away, and only a dead node's: this client's
   // node was declared dead while it held the lock.
