@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -43,13 +44,15 @@ HashMapOptions Small() {
   return o;
 }
 
-// Retries `get` until it gives a value or `limit` passes.
+// Retries `get` until it gives a value or `limit` passes; `*last` says what
+// the last try returned ("none" or its error).
 template <typename Get>
-std::optional<uint64_t> Eventually(Get get, std::chrono::seconds limit) {
+std::optional<uint64_t> Eventually(Get get, std::chrono::seconds limit, std::string* last) {
   const auto end = Clock::now() + limit;
   for (;;) {
     auto v = get();
     if (v.ok() && v->has_value()) return **v;
+    *last = v.ok() ? "none" : v.status().ToString();
     if (Clock::now() > end) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -115,9 +118,12 @@ TEST(CatalogueKillTest, ACreatorKilledHoldingTheLockDoesNotStopCreation) {
     if (home == other && other_key == 0) other_key = k;
   }
   ASSERT_TRUE((*writer)->Put(mine_key, 1000 + me).ok());
-  EXPECT_EQ(Eventually([&] { return (*writer)->Get(other_key); }, std::chrono::seconds(60)),
+  std::string last;
+  EXPECT_EQ(Eventually([&] { return (*writer)->Get(other_key); }, std::chrono::seconds(60), &last),
             std::optional<uint64_t>(1000 + other))
-      << "the other survivor's key: the two Opens made two structures";
+      << "rank " << me << " never read rank " << other << "'s key " << other_key << " (homed on node "
+      << after->HomeOf(other_key) << "); its last Get said: " << last
+      << " (none: the two Opens made two structures, or the write is lost)";
   auto old = (*writer)->Get(100 + me);
   if (before->HomeOf(100 + me) != static_cast<rdma::NodeId>(victim)) {
     ASSERT_TRUE(old.ok()) << old.status();
