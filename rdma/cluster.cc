@@ -182,6 +182,8 @@ absl::Status Cluster::StartWithJob(const std::string& ensemble, const ClusterOpt
 
 absl::Status Cluster::Rejoin(const std::string& ensemble, const ClusterOptions& options) {
   coord::Configuration adopted;
+  // A card carries its arena's registered size, not the split into
+  // arena_bytes and named_bytes: the total is what a rejoiner can check.
   const size_t my_arena = nodes_[self()]->arena_info().length;
   // Called by the connector once it listens, with this node's card: join,
   // wait to be admitted, and hand back every member's card.
@@ -198,7 +200,8 @@ absl::Status Cluster::Rejoin(const std::string& ensemble, const ClusterOptions& 
       if (theirs->arena.length != my_arena) {
         return absl::FailedPreconditionError(absl::StrCat(
             "Cluster::Open: rejoining, rank ", m.rank, "'s arena has ", theirs->arena.length, " bytes and this one ",
-            my_arena, "; every process of a job must open the cluster with the same ClusterOptions"));
+            my_arena, " (arena_bytes plus named_bytes): every process of a job must open the cluster with the same ",
+            "ClusterOptions"));
       }
       cards[m.rank] = m.card;
     }
