@@ -248,6 +248,7 @@ absl::Status Session::ConnectTo(NodeId node) {
   p.inflight.clear();
   p.inflight_wrs = 0;
   p.deferred_error = absl::OkStatus();
+  p.broken = false;
   return absl::OkStatus();
 }
 
@@ -282,6 +283,17 @@ absl::Status Session::Reconnect(NodeId node) {
   qps_[node].connect_error = s;
   qps_[node].stand_in.reset();
   return s;
+}
+
+absl::Status Session::Repair(NodeId node) {
+  if (node >= qps_.size()) return absl::InvalidArgumentError(absl::StrCat("no node ", node));
+  if (!broken(node)) return absl::OkStatus();
+  // An error still to be reported is not dropped: the next post says it.
+  if (!qps_[node].deferred_error.ok()) return absl::OkStatus();
+  // A dead peer, or another process now: nothing to reconnect to (and no
+  // QP is created only to find that out).
+  if (absl::Status alive = PeerAlive(node); !alive.ok()) return alive;
+  return Reconnect(node);
 }
 
 absl::Status Session::NotConnectedError(NodeId node) const {
@@ -370,6 +382,7 @@ absl::Status Session::Post(NodeId target, absl::Span<WorkRequest> wrs, bool wait
 }
 
 void Session::AbandonQp(PeerQp& p) {
+  p.broken = true;
   (void)p.qp->Reset();
   p.last_completed = p.last_posted;
   p.inflight.clear();
@@ -437,6 +450,7 @@ void Session::Account(const Completion& c, NodeId target, absl::Status* target_e
     PeerQp& p = qps_[node];
     if (!p.qp || p.qp->qp_num() != c.qp_num) continue;
     if (c.status != CompletionStatus::kSuccess) {
+      p.broken = true;  // the QP is in the error state now
       absl::Status err = CompletionToStatus(c);
       if (c.status == CompletionStatus::kRetryExceeded) peers_.ReportUnreachable(static_cast<NodeId>(node), err);
       if (node == target && target_error != nullptr) {

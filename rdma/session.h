@@ -189,6 +189,17 @@ class Session {
   // fails, the session keeps no QP to `node`: every later op to it fails
   // with FailedPrecondition naming this error, until a Reconnect succeeds.
   absl::Status Reconnect(NodeId node);
+  // True once an operation to `node` failed (an error completion, a
+  // timeout, a dead peer's abandoned QP) and no Reconnect has succeeded
+  // since, or the session has no QP to it. One field read.
+  bool broken(NodeId node) const { return qps_[node].broken || !qps_[node].qp; }
+  // What a client that outlives one failed operation calls before its next:
+  // when the QP to `node` is broken, its peer alive and the same process
+  // (Connector::PeerStatus, Incarnation), and no error is still waiting to
+  // be reported (a PostWithoutWaiting chain's), Reconnect; else nothing.
+  // OK when nothing was to be done; the peer's Unavailable, or Reconnect's
+  // error, otherwise.
+  absl::Status Repair(NodeId node);
   // The QP to `node` (node < num_nodes()). After a failed Reconnect this is a
   // stand-in whose Post fails with FailedPrecondition and whose state is
   // kError, so callers never touch a missing QP.
@@ -245,6 +256,7 @@ class Session {
     std::deque<std::pair<uint64_t, size_t>> inflight;  // (signaled wr_id, WRs in chain)
     size_t inflight_wrs = 0;
     absl::Status deferred_error;  // from a PostWithoutWaiting chain
+    bool broken = false;          // an operation failed since the last connect (broken())
     // Signaled wr_id of the last chain holding a fenced READ or atomic (0 =
     // none): names the likely culprit when that chain never completes.
     uint64_t fenced_rd_atomic = 0;

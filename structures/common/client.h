@@ -98,6 +98,11 @@ class StructureClient {
     r->path = rdma::TakenPath(requested, node_.id(), home);
     r->base = bases_[home];
     if (ABSL_PREDICT_FALSE(r->base.is_null() || (!r->native() && session_ == nullptr))) return NoSession(home);
+    // A QP an earlier operation broke (a transient NIC error) is connected
+    // again before this one, else every later operation to the home would
+    // fail: only when the home is alive and the same process (otherwise the
+    // operation returns the session's error for it, as before).
+    if (ABSL_PREDICT_FALSE(!r->native() && session_->broken(home))) (void)session_->Repair(home);
     return absl::OkStatus();
   }
 
