@@ -73,6 +73,9 @@ class BasicALockClient final : public LockClient {
   bool Holds(rdma::RemotePtr lock) const override;
 
   const ALockStats& stats() const { return stats_; }
+  // Tokens failed calls left in locks, not yet taken back (each later call
+  // of this client, and its destructor, tries again).
+  size_t take_backs_pending() const { return pending_.size(); }
 
  private:
   struct Slot {

@@ -542,7 +542,6 @@ absl::Status BasicALockClient<P>::TakeBack(rdma::RemotePtr lock, uint64_t me, ab
   const absl::Status left = WithdrawToken(lock, me);
   if (left.ok()) return why;
   pending_.push_back({lock, me});
-  ++stats_.take_backs_pending;
   return absl::Status(why.code(),
                       absl::StrCat(why.message(), "; taking this client's token 0x", absl::Hex(me), " back from lock ",
                                    lock.node(), ":0x", absl::Hex(lock.address()), " failed too (", left.message(),
@@ -572,7 +571,6 @@ absl::Status BasicALockClient<P>::RetryTakeBacks(rdma::RemotePtr wanted) {
     // Unavailable: the lock's home is gone, and its words with it.
     if (left.ok() || absl::IsUnavailable(left)) {
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-      --stats_.take_backs_pending;
       continue;
     }
     if (pending_[i].lock == wanted) wanted_left = left;

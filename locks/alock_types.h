@@ -107,7 +107,6 @@ struct ALockStats {
   uint64_t peterson_fast[2] = {0, 0};   // ... and found the other cohort empty (no victim write)
   uint64_t peterson_waits[2] = {0, 0};  // ... and had to wait for the other cohort
   uint64_t cas_retries = 0;             // NIC acquires' extra {CAS r_tail, READ} chains (held, or stepped aside)
-  uint64_t take_backs_pending = 0;      // tokens failed calls left in locks, not yet taken back (retried each call)
 };
 
 }  // namespace locks

@@ -170,13 +170,7 @@ absl::Status Cluster::StartWithJob(const std::string& ensemble, const ClusterOpt
           "another run of job '", bootstrap_->job(), "' holds the name"));
     }
   }
-  if (remote_ != nullptr) {
-    coord::Membership* mem = membership_.get();
-    cm::CmConnector* conn = remote_.get();
-    remote_->SetDeathListener([mem, conn](NodeId n, const std::string& why) {
-      mem->ReportDeathAsync(n, conn->incarnation_of(n), why);
-    });
-  }
+  if (remote_ != nullptr) ReportDetectedDeaths();
   return absl::OkStatus();
 }
 
@@ -222,12 +216,16 @@ absl::Status Cluster::Rejoin(const std::string& ensemble, const ClusterOptions& 
   }
   // Epochs applied while this process connected found no connector yet.
   OnEpoch(adopted, membership_->current());
-  coord::Membership* mem = membership_.get();
-  cm::CmConnector* c = remote_.get();
-  remote_->SetDeathListener([mem, c](NodeId n, const std::string& why) {
-    mem->ReportDeathAsync(n, c->incarnation_of(n), why);
-  });
+  ReportDetectedDeaths();
   return absl::OkStatus();
+}
+
+void Cluster::ReportDetectedDeaths() {
+  coord::Membership* mem = membership_.get();
+  cm::CmConnector* conn = remote_.get();
+  remote_->SetDeathListener([mem, conn](NodeId n, const std::string& why) {
+    mem->ReportDeathAsync(n, conn->incarnation_of(n), why);
+  });
 }
 
 void Cluster::OnEpoch(const coord::Configuration& before, const coord::Configuration& after) {

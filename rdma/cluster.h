@@ -198,6 +198,8 @@ class Cluster final : public Connector {
   // the first epoch holds its partners), and for one that rejoins it.
   absl::Status StartWithJob(const std::string& ensemble, const ClusterOptions& options);
   absl::Status Rejoin(const std::string& ensemble, const ClusterOptions& options);
+  // The connector's detected deaths go to the membership as reports.
+  void ReportDetectedDeaths();
   // The pending readmissions (new processes of ranks this process fenced)
   // whose old process's repairs all ran here: each card replaces the old
   // one and the node is no longer declared dead. repair_mu_ held.

@@ -196,21 +196,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(Node& self, Connector& 
   s->qps_.resize(peers.num_nodes());
   for (int n = 0; n < peers.num_nodes(); ++n) {
     // The incarnation first: if the node is readmitted as another process
-    // between here and the connect, the check after it sees the change.
+    // between here and the connect, ConnectTo sees the change.
     s->qps_[n].incarnation = peers.Incarnation(static_cast<NodeId>(n));
     auto arena = peers.Arena(static_cast<NodeId>(n));
     if (!arena.ok()) return arena.status();
     s->qps_[n].arena = *arena;
-    absl::Status st = s->ConnectTo(static_cast<NodeId>(n));
-    if (st.ok() && peers.Incarnation(static_cast<NodeId>(n)) != s->qps_[n].incarnation) {
-      // Connected to the new process with the old one's arena: not usable.
-      (void)s->qps_[n].qp->Reset();
-      s->qps_[n].qp.reset();
-      (void)peers.Disconnect(static_cast<NodeId>(n), s->qps_[n].responder);  // the new process's
-      s->qps_[n].responder = QpEndpoint{};
-      st = absl::UnavailableError(absl::StrCat("node ", n, " rejoined as another process while this session connected"));
-    }
-    if (!st.ok()) {
+    if (absl::Status st = s->ConnectTo(static_cast<NodeId>(n)); !st.ok()) {
       // A node already known dead leaves this session without a QP to it
       // (its operations fail with the connector's Unavailable), however the
       // connect failed; anything else fails.
@@ -239,6 +230,14 @@ absl::Status Session::ConnectTo(NodeId node) {
   }
   PeerQp& p = qps_[node];
   p.responder = *theirs;  // ours to release from here on, even if Connect fails
+  if (peers_.Incarnation(node) != p.incarnation) {
+    // The node rejoined as another process while this connected: the QP
+    // reaches the new process, but the session holds the old one's arena.
+    // Free the new process's responder and install nothing.
+    (void)peers_.Disconnect(node, p.responder);
+    p.responder = QpEndpoint{};
+    return PeerAlive(node);
+  }
   if (absl::Status s = (*qp)->Connect(*theirs); !s.ok()) {
     ReleaseResponder(node);
     return s;
@@ -272,13 +271,6 @@ absl::Status Session::Reconnect(NodeId node) {
   // Never to another process than the one this session reached.
   absl::Status s = peers_.Incarnation(node) == qps_[node].incarnation ? absl::OkStatus() : PeerAlive(node);
   if (s.ok()) s = ConnectTo(node);
-  if (s.ok() && peers_.Incarnation(node) != qps_[node].incarnation) {
-    (void)qps_[node].qp->Reset();
-    qps_[node].qp.reset();
-    (void)peers_.Disconnect(node, qps_[node].responder);  // the new process's
-    qps_[node].responder = QpEndpoint{};
-    s = PeerAlive(node);
-  }
   // ConnectTo installs a QP only on success; remember why there is none.
   qps_[node].connect_error = s;
   qps_[node].stand_in.reset();

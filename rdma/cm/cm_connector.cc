@@ -66,11 +66,7 @@ void CmConnector::Fence(NodeId node, const std::string& why) { impl_->Fence(node
 uint64_t CmConnector::incarnation() const { return impl_->incarnation(); }
 uint64_t CmConnector::incarnation_of(NodeId node) const { return impl_->incarnation_of(node); }
 std::string CmConnector::card() const { return EncodeCard(impl_->MyCard()); }
-absl::Status CmConnector::Readmit(NodeId node, const std::string& card) {
-  absl::StatusOr<NodeCard> c = DecodeCard(card);
-  if (!c.ok()) return c.status();
-  return impl_->Readmit(node, *c);
-}
+absl::Status CmConnector::Readmit(NodeId node, const std::string& card) { return impl_->Readmit(node, card); }
 std::string CmConnector::listen_address() const { return impl_->listen_address(); }
 size_t CmConnector::responder_connections() const { return impl_->responder_connections(); }
 

@@ -92,25 +92,35 @@ NodeCard CmConnector::Impl::MyCard() const {
   return mine;
 }
 
+absl::StatusOr<NodeCard> CmConnector::Impl::CheckedCard(absl::string_view blob, NodeId rank) const {
+  auto card = DecodeCard(blob);
+  if (!card.ok()) {
+    return absl::Status(card.status().code(), absl::StrCat("rank ", rank, "'s card: ", card.status().message()));
+  }
+  if (card->node != rank || card->job_hash != job_hash_) {
+    return absl::FailedPreconditionError(absl::StrCat("rank ", rank, "'s card names node ", card->node,
+                                                      card->job_hash != job_hash_ ? " of another job" : "",
+                                                      ": every rank must create its node with id = its rank"));
+  }
+  return card;
+}
+
+void CmConnector::Impl::InstallCards(std::vector<NodeCard> cards) {
+  std::lock_guard<std::mutex> lock(mu_);  // the event thread reads cards_
+  for (size_t n = 0; n < cards.size(); ++n) incarnations_[n].store(cards[n].incarnation, std::memory_order_release);
+  cards_ = std::move(cards);
+}
+
 absl::Status CmConnector::Impl::Publish(Bootstrap& boot) {
   auto all = boot.AllGather(EncodeCard(MyCard()));
   if (!all.ok()) return all.status();
   std::vector<NodeCard> cards;
   for (size_t r = 0; r < all->size(); ++r) {
-    auto card = DecodeCard((*all)[r]);
-    if (!card.ok()) {
-      return absl::Status(card.status().code(), absl::StrCat("rank ", r, "'s card: ", card.status().message()));
-    }
-    if (card->node != r || card->job_hash != job_hash_) {
-      return absl::FailedPreconditionError(absl::StrCat("rank ", r, " published node ", card->node,
-                                                        card->job_hash != job_hash_ ? " of another job" : "",
-                                                        ": every rank must create its node with id = its rank"));
-    }
+    auto card = CheckedCard((*all)[r], static_cast<NodeId>(r));
+    if (!card.ok()) return card.status();
     cards.push_back(*std::move(card));
   }
-  std::lock_guard<std::mutex> lock(mu_);  // the event thread reads cards_
-  for (size_t n = 0; n < cards.size(); ++n) incarnations_[n].store(cards[n].incarnation, std::memory_order_release);
-  cards_ = std::move(cards);
+  InstallCards(std::move(cards));
   return absl::OkStatus();
 }
 
@@ -119,47 +129,43 @@ absl::Status CmConnector::Impl::AdoptCards(const std::vector<std::string>& blobs
     return absl::InternalError(absl::StrCat("AdoptCards: ", blobs.size(), " cards for ", num_nodes(), " nodes"));
   }
   std::vector<NodeCard> cards(blobs.size());
-  std::vector<bool> absent(blobs.size(), false);
+  std::vector<NodeId> absent;
   for (size_t r = 0; r < blobs.size(); ++r) {
-    cards[r].node = static_cast<NodeId>(r);
-    if (r == local_.id()) {
+    const auto rank = static_cast<NodeId>(r);
+    cards[r].node = rank;
+    if (rank == local_.id()) {
       cards[r] = MyCard();
-      continue;
+    } else if (blobs[r].empty()) {
+      absent.push_back(rank);
+    } else {
+      auto card = CheckedCard(blobs[r], rank);
+      if (!card.ok()) return card.status();
+      cards[r] = *std::move(card);
     }
-    if (blobs[r].empty()) {
-      absent[r] = true;
-      continue;
-    }
-    auto card = DecodeCard(blobs[r]);
-    if (!card.ok()) {
-      return absl::Status(card.status().code(), absl::StrCat("rank ", r, "'s card: ", card.status().message()));
-    }
-    if (card->node != r || card->job_hash != job_hash_) {
-      return absl::FailedPreconditionError(absl::StrCat("the configuration's card for rank ", r, " names node ",
-                                                        card->node, card->job_hash != job_hash_ ? " of another job" : ""));
-    }
-    cards[r] = *std::move(card);
   }
+  InstallCards(std::move(cards));
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t n = 0; n < cards.size(); ++n) incarnations_[n].store(cards[n].incarnation, std::memory_order_release);
-  cards_ = std::move(cards);
-  for (size_t r = 0; r < absent.size(); ++r) {
-    if (!absent[r]) continue;
+  for (NodeId r : absent) {
     dead_why_[r] = absl::StrCat("node ", r, " is gone: it was not in the job when this process joined");
     dead_[r].store(true, std::memory_order_release);
   }
   return absl::OkStatus();
 }
 
-absl::Status CmConnector::Impl::ConnectControlTo(NodeId n) {
-  const NodeCard card = CardOf(n);
+ConnectRequest CmConnector::Impl::RequestTo(ConnectionKind kind, const NodeCard& target) const {
   ConnectRequest req;
-  req.kind = ConnectionKind::kControl;
+  req.kind = kind;
   req.from = local_.id();
-  req.to = n;
+  req.to = target.node;
   req.job_hash = job_hash_;
   req.from_incarnation = incarnation_;
-  req.to_incarnation = card.incarnation;
+  req.to_incarnation = target.incarnation;
+  return req;
+}
+
+absl::Status CmConnector::Impl::ConnectControlTo(NodeId n) {
+  const NodeCard card = CardOf(n);
+  ConnectRequest req = RequestTo(ConnectionKind::kControl, card);
   auto qp = NewPlaceholderQp();
   if (!qp.ok()) return qp.status();
   req.qp_num = (*qp)->qp_num();
@@ -192,12 +198,11 @@ absl::Status CmConnector::Impl::ConnectControlToAll() {
   return absl::OkStatus();
 }
 
-absl::Status CmConnector::Impl::Readmit(NodeId node, const NodeCard& card) {
+absl::Status CmConnector::Impl::Readmit(NodeId node, absl::string_view blob) {
   if (node >= num_nodes() || node == local_.id()) return absl::InvalidArgumentError(absl::StrCat("readmit node ", node));
-  if (card.node != node || card.job_hash != job_hash_) {
-    return absl::FailedPreconditionError(absl::StrCat("the card readmitting node ", node, " names node ", card.node,
-                                                      card.job_hash != job_hash_ ? " of another job" : ""));
-  }
+  absl::StatusOr<NodeCard> checked = CheckedCard(blob, node);
+  if (!checked.ok()) return checked.status();
+  const NodeCard& card = *checked;
   std::lock_guard<std::mutex> lock(mu_);
   if (!dead_[node].load(std::memory_order_relaxed)) {
     return absl::FailedPreconditionError(absl::StrCat(Peer(node), " is readmitted as incarnation ",
@@ -313,13 +318,7 @@ absl::StatusOr<QpEndpoint> CmConnector::Impl::Connect(NodeId target, const QpEnd
   if (target == local_.id()) return local_.AcceptConnection(initiator);  // rdma_cm cannot route to itself
   if (absl::Status alive = PeerStatus(target); !alive.ok()) return alive;
   const NodeCard card = CardOf(target);
-  ConnectRequest req;
-  req.kind = ConnectionKind::kData;
-  req.from = local_.id();
-  req.to = target;
-  req.job_hash = job_hash_;
-  req.from_incarnation = incarnation_;
-  req.to_incarnation = card.incarnation;
+  ConnectRequest req = RequestTo(ConnectionKind::kData, card);
   req.qp_num = initiator.qp_num;
   req.psn = initiator.psn;
   req.lid = initiator.lid;

@@ -111,7 +111,7 @@ TEST(ALockTakeBack, AFailedReleaseIsTakenBackThroughAReconnect) {
   rdma::soft::AsSoftDevice(cluster->node(1).device())->faults().FailNthOperation(1);
   const absl::Status out = r->Unlock(lock);
   EXPECT_TRUE(out.ok()) << out;
-  EXPECT_EQ(r->stats().take_backs_pending, 0u);
+  EXPECT_EQ(r->take_backs_pending(), 0u);
   ExpectFreeAndUsable(*cluster, lock, "after a failed release");
 }
 

@@ -44,7 +44,7 @@ class CmConnector::Impl {
   NodeCard MyCard() const;
   absl::Status AdoptCards(const std::vector<std::string>& cards);
   absl::Status ConnectControlToAll();
-  absl::Status Readmit(NodeId node, const NodeCard& card);
+  absl::Status Readmit(NodeId node, absl::string_view card);
 
   absl::StatusOr<QpEndpoint> Connect(NodeId target, const QpEndpoint& initiator);
   absl::Status Disconnect(NodeId target, const QpEndpoint& responder);
@@ -74,6 +74,12 @@ class CmConnector::Impl {
     std::shared_ptr<QueuePair> placeholder;
   };
   absl::StatusOr<std::shared_ptr<QueuePair>> NewPlaceholderQp();
+  // `blob` decoded, and checked to be rank's card in this job.
+  absl::StatusOr<NodeCard> CheckedCard(absl::string_view blob, NodeId rank) const;
+  // Every node's card at once (mu_ not held): cards_ and incarnations_.
+  void InstallCards(std::vector<NodeCard> cards);
+  // A request from this node to `target`'s process, as its card says.
+  ConnectRequest RequestTo(ConnectionKind kind, const NodeCard& target) const;
 
   // `card` is the target's as this node knows it when the connect starts.
   absl::StatusOr<AcceptReply> ConnectId(const NodeCard& card, const ConnectRequest& req,
