@@ -153,7 +153,10 @@ TEST(MembershipTest, ARestartedRankRejoinsAndADuplicateWaits) {
   auto zk = ZkServer::Shared(&own);
   ASSERT_TRUE(zk.ok()) << zk.status();
   const std::string job = Job("rejoin");
-  const int kSessionMs = 3000;
+  // Long enough that no live member's session expires on a loaded machine
+  // (3 s did once, in a CI run beside sanitizer builds); the test waits for
+  // the killed member's expiry, so this is also how long that takes.
+  const int kSessionMs = 6000;
   std::vector<Member> ms;
   for (int r = 0; r < 3; ++r) ms.push_back(StartMember(*zk, job, 3, r, kSessionMs));
   for (Member& m : ms) ASSERT_TRUE(Joined(m)) << m.p->Transcript();
@@ -178,10 +181,14 @@ TEST(MembershipTest, ARestartedRankRejoinsAndADuplicateWaits) {
   ExpectOneHistory(all);
   // Each member carries the epoch that admitted it: the first ranks the
   // job's start, the newcomer the epoch it came back in.
-  std::string since;
-  for (const std::string& l : ms[0].p->Lines()) {
-    if (StartsWith(l, "since ")) since = l;
-  }
+  // The probe prints an epoch's "since" line just after its "epoch" line:
+  // wait for the one of the epoch that let the newcomer in.
+  std::string admitted, since;
+  ASSERT_TRUE(ms[0].p->WaitFor(EpochWith(back, true), 10s, &admitted)) << ms[0].p->Transcript();
+  const std::string epoch = std::vector<std::string>(absl::StrSplit(admitted, ' '))[1];
+  EXPECT_TRUE(ms[0].p->WaitFor([&](const std::string& l) { return StartsWith(l, "since " + epoch + " "); }, 10s,
+                               &since))
+      << ms[0].p->Transcript();
   std::vector<std::string> w = absl::StrSplit(since, ' ');
   ASSERT_EQ(w.size(), 7u) << since;
   const std::string start = w[3];
